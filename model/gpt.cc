@@ -1,0 +1,315 @@
+#include "model/gpt.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace rdattn::model {
+namespace {
+
+std::string JoinErrors(const std::vector<std::string>& errors) {
+  std::string out;
+  for (const auto& e : errors) {
+    if (!out.empty()) out += "; ";
+    out += e;
+  }
+  return out;
+}
+
+// SplitMix64: derives independent seeds (e.g. for average_asym's second query).
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// Fills `param` from N(0, std) drawn in float32 on the CPU from `gen`, whatever the parameter's
+// dtype and device, so that one seed gives the same weights everywhere.
+void DrawNormal(at::Tensor& param, double std, at::Generator& gen) {
+  at::Tensor draw = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
+  draw.normal_(0.0, std, gen);
+  at::NoGradGuard no_grad;
+  param.copy_(draw);
+}
+
+void Fill(at::Tensor& param, double value) {
+  at::NoGradGuard no_grad;
+  param.fill_(value);
+}
+
+// RoPE tables for T positions and head width dh, rotate-half convention: dimension i pairs
+// with i + dh/2. Returns cos, sin of shape [T, dh] in dtype `dt`.
+std::pair<at::Tensor, at::Tensor> RopeTables(int64_t T, int64_t dh, double theta,
+                                             at::ScalarType dt, at::Device device) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor inv_freq =
+      at::pow(theta, -at::arange(0, dh, 2, f64) / static_cast<double>(dh));  // [dh/2]
+  const at::Tensor pos = at::arange(T, f64);
+  const at::Tensor ang = at::outer(pos, inv_freq);  // [T, dh/2]
+  const at::Tensor full = at::cat({ang, ang}, -1);  // [T, dh]
+  return {at::cos(full).to(device, dt), at::sin(full).to(device, dt)};
+}
+
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos + RotateHalf(x) * sin;
+}
+
+}  // namespace
+
+LayerImpl::LayerImpl(const ModelConfig& cfg) {
+  const int64_t D = cfg.width, F = cfg.ffn_hidden;
+  wq = register_parameter("wq", at::empty({D, D}));
+  wk = register_parameter("wk", at::empty({D, D}));
+  wv = register_parameter("wv", at::empty({D, D}));
+  wo = register_parameter("wo", at::empty({D, D}));
+  wgate = register_parameter("wgate", at::empty({F, D}));
+  wup = register_parameter("wup", at::empty({F, D}));
+  wdown = register_parameter("wdown", at::empty({D, F}));
+  attn_norm = register_parameter("attn_norm", at::ones({D}));
+  mlp_norm = register_parameter("mlp_norm", at::ones({D}));
+  if (HasDepthRead(cfg.arm)) {
+    q_attn = register_parameter("q_attn", at::zeros({D}));
+    attn_key_norm = register_parameter("attn_key_norm", at::ones({D}));
+    q_mlp = register_parameter("q_mlp", at::zeros({D}));
+    mlp_key_norm = register_parameter("mlp_key_norm", at::ones({D}));
+  }
+  if (HasTrainedVQuery(cfg.arm)) q_v = register_parameter("q_v", at::zeros({D}));
+  if (cfg.arm == Arm::kFrozenV) q_v = register_buffer("q_v", at::zeros({D}));
+  if (HasSecondQuery(cfg.arm)) q_b = register_parameter("q_b", at::zeros({D}));
+}
+
+GptImpl::GptImpl(const ModelConfig& cfg, uint64_t init_seed) : cfg_(cfg) {
+  const auto errors = cfg.Validate();
+  if (!errors.empty()) throw std::invalid_argument("invalid model config: " + JoinErrors(errors));
+  const int64_t D = cfg.width;
+  emb = register_parameter("emb", at::empty({cfg.vocab_size, D}));
+  final_norm = register_parameter("final_norm", at::ones({D}));
+  if (HasDepthRead(cfg.arm)) {
+    q_final = register_parameter("q_final", at::zeros({D}));
+    final_key_norm = register_parameter("final_key_norm", at::ones({D}));
+  }
+  for (int64_t l = 0; l < cfg.layers; ++l)
+    layers_.push_back(register_module("l" + std::to_string(l), Layer(cfg)));
+  Initialize(init_seed);
+}
+
+void GptImpl::Initialize(uint64_t init_seed) {
+  // One generator, one fixed order, and only the matrices draw from it: the embedding, then per
+  // layer W_Q, W_K, W_V, W_O, W_gate, W_up, W_down. Gains are 1; pseudo-queries are 0.
+  at::Generator gen = at::detail::createCPUGenerator(init_seed);
+  const double std = 0.02;
+  const double out_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.layers));
+  DrawNormal(emb, std, gen);
+  Fill(final_norm, 1.0);
+  if (q_final.defined()) Fill(q_final, 0.0);
+  if (final_key_norm.defined()) Fill(final_key_norm, 1.0);
+  for (auto& layer : layers_) {
+    DrawNormal(layer->wq, std, gen);
+    DrawNormal(layer->wk, std, gen);
+    DrawNormal(layer->wv, std, gen);
+    DrawNormal(layer->wo, out_std, gen);
+    DrawNormal(layer->wgate, std, gen);
+    DrawNormal(layer->wup, std, gen);
+    DrawNormal(layer->wdown, out_std, gen);
+    Fill(layer->attn_norm, 1.0);
+    Fill(layer->mlp_norm, 1.0);
+    for (at::Tensor* t : {&layer->q_attn, &layer->q_mlp, &layer->q_v, &layer->q_b})
+      if (t->defined()) Fill(*t, 0.0);
+    for (at::Tensor* t : {&layer->attn_key_norm, &layer->mlp_key_norm})
+      if (t->defined()) Fill(*t, 1.0);
+  }
+  if (cfg_.arm == Arm::kAverageAsym) {
+    // The second query breaks the symmetry of `average`; it has its own generator so that the
+    // shared parameters above are unchanged.
+    at::Generator asym = at::detail::createCPUGenerator(SplitMix64(init_seed ^ 0xA5A5A5A5ULL));
+    for (auto& layer : layers_) DrawNormal(layer->q_b, 0.01, asym);
+  }
+}
+
+std::vector<at::Tensor> GptImpl::DecayParameters() {
+  std::vector<at::Tensor> out;
+  for (auto& p : parameters())
+    if (p.dim() >= 2) out.push_back(p);
+  return out;
+}
+
+std::vector<at::Tensor> GptImpl::NoDecayParameters() {
+  std::vector<at::Tensor> out;
+  for (auto& p : parameters())
+    if (p.dim() < 2) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> GptImpl::SharedParameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    const auto dot = name.rfind('.');
+    const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
+    if (leaf == "q_v" || leaf == "q_b") continue;
+    out.emplace_back(name, item.value());
+  }
+  return out;
+}
+
+at::Tensor GptImpl::Loss(const at::Tensor& logits, const at::Tensor& targets) {
+  const int64_t V = logits.size(-1);
+  return at::cross_entropy_loss(logits.reshape({-1, V}).to(ComputeDtype(logits.scalar_type())),
+                                targets.reshape({-1}));
+}
+
+at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
+                              const at::Tensor& x_v, const at::Tensor& cos,
+                              const at::Tensor& sin) const {
+  const int64_t B = x_qk.size(0), T = x_qk.size(1), H = cfg_.heads, dh = cfg_.head_dim();
+  // Three separate GEMMs in every arm (never a fused QKV): V's input differs by arm, and one
+  // code path keeps RD with q_v = q_attn bitwise equal to Block.
+  auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, dh}).transpose(1, 2); };
+  at::Tensor q = ApplyRope(heads(at::linear(x_qk, layer.wq)), cos, sin);
+  at::Tensor k = ApplyRope(heads(at::linear(x_qk, layer.wk)), cos, sin);
+  at::Tensor v = heads(at::linear(x_v, layer.wv));
+  at::Tensor y;
+#if TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) {
+    // Fused causal attention (flash / memory-efficient) on CUDA with LibTorch 2.x.
+    y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+  }
+#endif
+  if (!y.defined()) {
+    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));
+    const at::Tensor mask =
+        at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
+    att = at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
+    y = at::matmul(att, v);
+  }
+  y = y.transpose(1, 2).contiguous().view({B, T, cfg_.width});
+  return at::linear(y, layer.wo);
+}
+
+at::Tensor GptImpl::Mlp(const LayerImpl& layer, const at::Tensor& x) const {
+  return at::linear(at::silu(at::linear(x, layer.wgate)) * at::linear(x, layer.wup), layer.wdown);
+}
+
+ForwardOutput GptImpl::ForwardStandard(const at::Tensor& e, const at::Tensor& cos,
+                                       const at::Tensor& sin) {
+  at::Tensor x = e;
+  for (auto& layer : layers_) {
+    const at::Tensor h = RmsNorm(x, layer->attn_norm, cfg_.norm_eps);
+    x = x + Attention(*layer, h, h, cos, sin);
+    x = x + Mlp(*layer, RmsNorm(x, layer->mlp_norm, cfg_.norm_eps));
+  }
+  ForwardOutput out;
+  out.logits = at::linear(RmsNorm(x, final_norm, cfg_.norm_eps), emb);
+  return out;
+}
+
+ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& opts) {
+  TORCH_CHECK(tokens.dim() == 2, "tokens must be [B,T], got ", tokens.sizes());
+  const int64_t T = tokens.size(1);
+  TORCH_CHECK(T >= 1 && T <= cfg_.context, "sequence length ", T, " outside [1, context=",
+              cfg_.context, "]");
+  const at::Tensor e = at::embedding(emb, tokens);  // [B,T,D]
+  auto [cos, sin] = RopeTables(T, cfg_.head_dim(), cfg_.rope_theta,
+                               ComputeDtype(emb.scalar_type()), emb.device());
+  if (cfg_.arm == Arm::kStandard) return ForwardStandard(e, cos, sin);
+
+  ForwardOutput out;
+  auto record = [&](int64_t layer, RouteSite site, const at::Tensor& alpha) {
+    if (opts.capture_routes) out.routes.push_back({layer, site, alpha.detach()});
+  };
+  const int64_t P = cfg_.layers_per_block();
+  const double eps = cfg_.norm_eps, key_eps = cfg_.key_norm_eps;
+  std::vector<at::Tensor> blocks;  // completed sources: b_0 = e, b_1, …
+  at::Tensor partial = e;          // the current block's partial sum (undefined = EMPTY)
+  auto sources = [&] {
+    std::vector<at::Tensor> s = blocks;
+    if (partial.defined()) s.push_back(partial);
+    return s;
+  };
+
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
+    LayerImpl& layer = *layers_[static_cast<size_t>(l)];
+    // (a) attention-side read over blocks ++ [partial], before the boundary push.
+    const at::Tensor stacked = StackSources(sources());
+    const at::Tensor keys = DepthKeys(stacked, layer.attn_key_norm, key_eps);
+    const DepthMix qk = DepthMixture(stacked, keys, layer.q_attn);
+    record(l, RouteSite::kAttnQK, qk.alpha);
+    at::Tensor x_qk, x_v;
+    switch (cfg_.arm) {
+      case Arm::kBlock:
+        x_qk = RmsNorm(qk.output, layer.attn_norm, eps);
+        x_v = x_qk;
+        break;
+      case Arm::kRd:
+      case Arm::kTied:
+      case Arm::kFrozenV: {
+        // V route: its own query over the same keys; the same pre-norm module applied
+        // separately to each mixture. Tied binds the V query to q_attn; Frozen-V's is 0.
+        const at::Tensor& qv = cfg_.arm == Arm::kTied ? layer.q_attn : layer.q_v;
+        const DepthMix v = DepthMixture(stacked, keys, qv);
+        record(l, RouteSite::kAttnV, v.alpha);
+        x_qk = RmsNorm(qk.output, layer.attn_norm, eps);
+        x_v = RmsNorm(v.output, layer.attn_norm, eps);
+        break;
+      }
+      case Arm::kAverage:
+      case Arm::kAverageAsym: {
+        const DepthMix b = DepthMixture(stacked, keys, layer.q_b);
+        record(l, RouteSite::kAttnB, b.alpha);
+        x_qk = RmsNorm(0.5 * (qk.output + b.output), layer.attn_norm, eps);
+        x_v = x_qk;
+        break;
+      }
+      case Arm::kStandard:
+        TORCH_CHECK(false, "unreachable");
+    }
+    // (b) block boundary.
+    if (l % P == 0) {
+      blocks.push_back(partial);
+      partial = at::Tensor();
+    }
+    // (c, d) attention sublayer and writeback.
+    const at::Tensor a = Attention(layer, x_qk, x_v, cos, sin);
+    partial = partial.defined() ? partial + a : a;
+    // (e, f, g) MLP-side read, MLP, writeback.
+    const DepthMix m = DepthRead(sources(), layer.q_mlp, layer.mlp_key_norm, key_eps);
+    record(l, RouteSite::kMlp, m.alpha);
+    partial = partial + Mlp(layer, RmsNorm(m.output, layer.mlp_norm, eps));
+  }
+  // Final read over [b_0 … b_N], then the final norm and the tied head.
+  const std::vector<at::Tensor> final_sources = sources();
+  const DepthMix f = DepthRead(final_sources, q_final, final_key_norm, key_eps);
+  record(-1, RouteSite::kFinal, f.alpha);
+  if (opts.capture_final_sources) out.final_sources = final_sources;
+  out.logits = at::linear(RmsNorm(f.output, final_norm, eps), emb);
+  return out;
+}
+
+uint64_t ParameterChecksum(const std::vector<std::pair<std::string, at::Tensor>>& named) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 1099511628211ULL;
+    }
+  };
+  for (const auto& [name, t] : named) {
+    mix(name.data(), name.size());
+    for (int64_t s : t.sizes()) mix(&s, sizeof(s));
+    const at::Tensor c = t.detach().to(at::kCPU, at::kFloat).contiguous();
+    mix(c.data_ptr<float>(), static_cast<size_t>(c.numel()) * sizeof(float));
+  }
+  return h;
+}
+
+}  // namespace rdattn::model
