@@ -76,6 +76,11 @@ at::Tensor Entropy(const at::Tensor& p) {
 DepthStatsAccumulator::DepthStatsAccumulator(int64_t layers)
     : layers_(layers), per_layer_(static_cast<size_t>(layers)) {}
 
+DepthStatsAccumulator::DepthStatsAccumulator(const ModelConfig& cfg) : DepthStatsAccumulator(cfg.layers) {
+  if (HasVRoute(cfg.arm)) second_route_ = "v";
+  if (HasSecondQuery(cfg.arm)) second_route_ = "b";
+}
+
 void DepthStatsAccumulator::Add(const std::vector<RouteRecord>& routes) {
   // Group this batch's records by layer.
   std::map<int64_t, const RouteRecord*> qk, second, mlp;
@@ -122,6 +127,44 @@ void DepthStatsAccumulator::Add(const std::vector<RouteRecord>& routes) {
   }
   if (fin != nullptr) ent_final_ += Entropy(fin->alpha.to(at::kDouble).flatten(1)).sum().item<double>();
   tokens_ += batch_tokens;
+}
+
+at::Tensor DepthStatsAccumulator::PackSums(const std::vector<int64_t>& num_sources) const {
+  TORCH_CHECK(static_cast<int64_t>(num_sources.size()) == layers_, "num_sources must have one entry per layer");
+  std::vector<double> v;
+  v.push_back(static_cast<double>(tokens_));
+  v.push_back(ent_final_);
+  for (size_t l = 0; l < per_layer_.size(); ++l) {
+    const Layer& L = per_layer_[l];
+    v.insert(v.end(), {L.js, L.sqrt_js, L.ent_qk, L.ent_second, L.ent_mlp});
+    for (const at::Tensor* sum : {&L.sum_qk, &L.sum_second}) {
+      for (int64_t k = 0; k < num_sources[l]; ++k)
+        v.push_back(sum->defined() && k < sum->numel() ? (*sum)[k].item<double>() : 0.0);
+    }
+  }
+  return at::tensor(v, at::TensorOptions().dtype(at::kDouble));
+}
+
+void DepthStatsAccumulator::UnpackSums(const at::Tensor& packed, const std::vector<int64_t>& num_sources) {
+  const at::Tensor p = packed.to(at::kCPU, at::kDouble).contiguous();
+  const double* v = p.data_ptr<double>();
+  int64_t i = 0;
+  tokens_ = static_cast<int64_t>(std::llround(v[i++]));
+  ent_final_ = v[i++];
+  for (size_t l = 0; l < per_layer_.size(); ++l) {
+    Layer& L = per_layer_[l];
+    L.k = num_sources[l];
+    L.js = v[i++];
+    L.sqrt_js = v[i++];
+    L.ent_qk = v[i++];
+    L.ent_second = v[i++];
+    L.ent_mlp = v[i++];
+    for (at::Tensor* sum : {&L.sum_qk, &L.sum_second}) {
+      *sum = at::from_blob(const_cast<double*>(v + i), {L.k}, at::TensorOptions().dtype(at::kDouble)).clone();
+      i += L.k;
+    }
+  }
+  TORCH_CHECK(i == p.numel(), "packed depth statistics have the wrong size");
 }
 
 DepthDiagnostics DepthStatsAccumulator::Finalize() const {

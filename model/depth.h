@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/config.h"
+
 namespace rdattn::model {
 
 // g ⊙ x / sqrt(mean_d(x²) + eps), per token over the last axis. Computed in at least float32;
@@ -84,8 +86,16 @@ struct DepthDiagnostics {
 class DepthStatsAccumulator {
  public:
   explicit DepthStatsAccumulator(int64_t layers);
+  // For a model config: the layer count and the second route ("v", "b" or none) of its arm.
+  explicit DepthStatsAccumulator(const ModelConfig& cfg);
   void Add(const std::vector<RouteRecord>& routes);
   DepthDiagnostics Finalize() const;
+
+  // The accumulated sums as one float64 vector, so that ranks can all-reduce (sum) them and
+  // every rank finalises the statistics of all evaluated tokens. `num_sources` gives K per
+  // attention layer (CountSources(cfg).attention), the same on every rank.
+  at::Tensor PackSums(const std::vector<int64_t>& num_sources) const;
+  void UnpackSums(const at::Tensor& packed, const std::vector<int64_t>& num_sources);
 
  private:
   struct Layer {

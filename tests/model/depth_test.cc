@@ -141,3 +141,55 @@ TEST(DepthDiagnosticsTest, AccumulatorAveragesOverTokensAndLayers) {
 
 }  // namespace
 }  // namespace rdattn::model
+
+namespace rdattn::model {
+namespace {
+
+TEST(DepthDiagnosticsTest, PackedSumsOfTwoHalvesEqualTheWhole) {
+  // What ranks do in evaluation: each accumulates its share, the packed sums are added, and
+  // every rank finalises the statistics of all tokens.
+  ModelConfig cfg;
+  cfg.arm = Arm::kRd;
+  cfg.layers = 2;
+  cfg.blocks = 2;
+  const std::vector<int64_t> ks = CountSources(cfg).attention;  // {1, 2}
+  torch::manual_seed(5);
+  auto routes = [&](int64_t tokens) {
+    std::vector<RouteRecord> r;
+    for (int64_t l = 0; l < 2; ++l) {
+      const int64_t k = ks[static_cast<size_t>(l)];
+      r.push_back({l, RouteSite::kAttnQK, torch::softmax(torch::randn({k, 1, tokens}, kF64), 0)});
+      r.push_back({l, RouteSite::kAttnV, torch::softmax(torch::randn({k, 1, tokens}, kF64), 0)});
+      r.push_back({l, RouteSite::kMlp, torch::softmax(torch::randn({k + 1, 1, tokens}, kF64), 0)});
+    }
+    return r;
+  };
+  const auto first = routes(3), second = routes(5);
+  DepthStatsAccumulator whole(cfg), a(cfg), b(cfg);
+  whole.Add(first);
+  whole.Add(second);
+  a.Add(first);
+  b.Add(second);
+  DepthStatsAccumulator merged(cfg);
+  merged.UnpackSums(a.PackSums(ks) + b.PackSums(ks), ks);
+  const DepthDiagnostics w = whole.Finalize(), m = merged.Finalize();
+  EXPECT_EQ(m.tokens, 8);
+  EXPECT_EQ(m.second_route, "v");
+  ASSERT_EQ(m.js_nats.size(), 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    EXPECT_NEAR(m.js_nats[l], w.js_nats[l], 1e-14);
+    EXPECT_NEAR(m.sqrt_js[l], w.sqrt_js[l], 1e-14);
+    EXPECT_NEAR(m.js_of_mean_nats[l], w.js_of_mean_nats[l], 1e-14);
+    EXPECT_NEAR(m.entropy_qk_nats[l], w.entropy_qk_nats[l], 1e-14);
+    EXPECT_NEAR(m.entropy_second_nats[l], w.entropy_second_nats[l], 1e-14);
+    EXPECT_NEAR(m.entropy_mlp_nats[l], w.entropy_mlp_nats[l], 1e-14);
+  }
+  EXPECT_GT(w.js_nats[1], 0.0);
+  // A rank that evaluated nothing contributes zeros.
+  DepthStatsAccumulator empty(cfg), merged2(cfg);
+  merged2.UnpackSums(whole.PackSums(ks) + empty.PackSums(ks), ks);
+  EXPECT_NEAR(merged2.Finalize().mean_js_nats, w.mean_js_nats, 1e-14);
+}
+
+}  // namespace
+}  // namespace rdattn::model

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""End-to-end tests of rdattn-train with real processes (and real mpirun for world size 2).
+
+Each --case is one ctest test. Shards are written here in the llm.c format from a deterministic
+synthetic byte-level corpus (EOT 256 before every document), so the test needs no download.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+EOT = 256
+
+
+def write_shard(path, tokens):
+    header = [20240520, 1, len(tokens)] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack("<%dH" % len(tokens), *tokens))
+
+
+def corpus(seed, docs, words_per_doc):
+    """A byte-level corpus from a small Markov chain over words: learnable structure."""
+    rng = random.Random(seed)
+    vocab = ["the", "model", "reads", "depth", "value", "query", "block", "routes", "over", "layers",
+             "and", "a", "residual", "stream", "with", "learned", "softmax", "mixture", "of", "sources"]
+    nxt = {w: rng.sample(vocab, 4) for w in vocab}
+    tokens = []
+    for _ in range(docs):
+        w = rng.choice(vocab)
+        words = []
+        for _ in range(words_per_doc):
+            words.append(w)
+            w = rng.choice(nxt[w])
+        tokens.append(EOT)
+        tokens.extend(" ".join(words).encode())
+    return tokens
+
+
+def read_events(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    tensors = {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items()}
+    return tensors, meta
+
+
+class Env:
+    def __init__(self, args):
+        self.train = args.train
+        self.mpirun = args.mpirun
+        self.tmp = tempfile.mkdtemp(prefix="rdattn-train-test-")
+        self.data = os.path.join(self.tmp, "data")
+        os.makedirs(self.data)
+        write_shard(os.path.join(self.data, "c_train_000000.bin"), corpus(1, 300, 60))
+        write_shard(os.path.join(self.data, "c_val_000000.bin"), corpus(2, 20, 60))
+        write_shard(os.path.join(self.data, "c_test_000000.bin"), corpus(3, 20, 60))
+
+    def job(self, name, **over):
+        spec = {
+            "run_id": name,
+            "init_seed": 5,
+            "model": {"preset": "tiny", "arm": "rd"},
+            "data": {"train_shards": [os.path.join(self.data, "c_train_*.bin")],
+                     "val_shards": [os.path.join(self.data, "c_val_000000.bin")],
+                     "test_shards": [os.path.join(self.data, "c_test_000000.bin")],
+                     "tokenizer": "byte", "data_seed": 11, "val_windows": 16, "test_windows": 16},
+            "optim": {"peak_lr": 3e-3, "warmup_steps": 4},
+            "schedule": {"total_tokens": 40 * 512, "global_batch_tokens": 512, "micro_batch_sequences": 2,
+                         "milestones_tokens": [10 * 512, 20 * 512]},
+            "parallel": {"world_size": 1, "threads_per_rank": 1, "precision": "fp32"},
+            "checkpoint": {"dir": os.path.join(self.tmp, name, "ckpt"), "keep_last": 3},
+        }
+        for path, value in over.items():
+            node = spec
+            keys = path.split("__")
+            for k in keys[:-1]:
+                node = node.setdefault(k, {})
+            if value is None:
+                node.pop(keys[-1], None)
+            else:
+                node[keys[-1]] = value
+        os.makedirs(os.path.join(self.tmp, name), exist_ok=True)
+        path = os.path.join(self.tmp, name, "job.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        return path
+
+    def run(self, job, world=1, extra=(), check=True, events=None):
+        events = events or job.replace("job.json", "events.jsonl")
+        cmd = [self.train, "train", "--job", job, "--events", events] + list(extra)
+        if world > 1:
+            cmd = [self.mpirun, "-np", str(world), "--oversubscribe"] + cmd
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
+        if check and p.returncode != 0:
+            raise AssertionError("%s exited %d\nstdout:%s\nstderr:%s" % (cmd, p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+        return p, events
+
+
+def losses(events):
+    return {e["step"]: e["train_loss"] for e in read_events(events) if e["kind"] == "KIND_TRAIN_STEP"}
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+    print("ok:", msg)
+
+
+def case_mpi_agreement(env):
+    for precision, tol in (("fp64", 1e-9), ("fp32", 1e-4)):
+        over = dict(parallel__precision=precision, schedule__total_tokens=20 * 512, schedule__milestones_tokens=[],
+                    checkpoint__dir="")
+        _, e1 = env.run(env.job("agree1_" + precision, **over))
+        over["parallel__world_size"] = 2
+        _, e2 = env.run(env.job("agree2_" + precision, **over), world=2)
+        l1, l2 = losses(e1), losses(e2)
+        check(sorted(l1) == list(range(1, 21)) and sorted(l2) == sorted(l1), "%s: 20 steps logged by both runs" % precision)
+        worst = max(abs(l1[s] - l2[s]) / abs(l1[s]) for s in l1)
+        print("%s: worst relative loss difference, 1 rank vs 2 MPI ranks: %.3g" % (precision, worst))
+        check(worst <= tol, "%s: every step agrees to %.0e relative (worst %.3g)" % (precision, tol, worst))
+        check(l1[20] < l1[1], "%s: the loss decreases (%.4f -> %.4f)" % (precision, l1[1], l1[20]))
+        init2 = [e for e in read_events(e2) if e["kind"] == "KIND_INIT"][0]
+        check(init2["world_size"] == 2, "the 2-rank run reports world_size 2")
+
+
+def final_tensors(env, name):
+    ckpt_dir = os.path.join(env.tmp, name, "ckpt")
+    last = sorted(f for f in os.listdir(ckpt_dir) if f.endswith(".pt"))[-1]
+    out = os.path.join(env.tmp, name, "final.safetensors")
+    p = subprocess.run([env.train, "export", "--checkpoint", os.path.join(ckpt_dir, last), "--out", out],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, "export of %s/%s: %s" % (name, last, p.stderr.strip()))
+    return read_safetensors(out)[0]
+
+
+def case_resume(env):
+    _, straight = env.run(env.job("straight"))
+    p, part = env.run(env.job("resumed"), extra=["--stop-after-steps", "20"], check=False)
+    check(p.returncode == 75, "a run stopped after 20 steps exits 75 (got %d: %s)" % (p.returncode, p.stderr[-500:]))
+    kinds = [e["kind"] for e in read_events(part)]
+    check("KIND_CHECKPOINT" in kinds and "KIND_FINISHED" not in kinds, "it checkpointed and did not finish")
+    env.run(env.job("resumed"))
+    a, b = losses(straight), losses(part)
+    check(sorted(a) == list(range(1, 41)) and sorted(b) == sorted(a), "both runs logged steps 1..40")
+    check(all(a[s] == b[s] for s in a), "every loss is bitwise equal across the interruption")
+    ta, tb = final_tensors(env, "straight"), final_tensors(env, "resumed")
+    check(sorted(ta) == sorted(tb) and all(ta[k] == tb[k] for k in ta), "final parameters are bitwise equal (%d tensors)" % len(ta))
+    # A resume with a config that differs numerically is refused, naming the field.
+    job = env.job("resumed", optim__peak_lr=1e-3, schedule__total_tokens=60 * 512)
+    p, _ = env.run(job, check=False)
+    check(p.returncode != 0 and "optim.peak_lr" in p.stderr, "resume refuses a changed optim.peak_lr: %s" % p.stderr.strip()[-300:])
+
+
+def case_sigterm(env):
+    _, straight = env.run(env.job("straight_t", schedule__total_tokens=300 * 512))
+    job = env.job("term", schedule__total_tokens=300 * 512)
+    events = job.replace("job.json", "events.jsonl")
+    proc = subprocess.Popen([env.train, "train", "--job", job, "--events", events],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if os.path.exists(events) and len(losses(events)) >= 30:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    stopped = max(losses(events))
+    check(proc.returncode == 75, "SIGTERM at step ~%d: exit 75 (got %d: %s)" % (stopped, proc.returncode, err[-300:]))
+    check(stopped < 300, "it stopped before the end (step %d)" % stopped)
+    ck = [e for e in read_events(events) if e["kind"] == "KIND_CHECKPOINT"]
+    check(ck and ck[-1]["step"] == stopped, "the last checkpoint is at the step it stopped (%d)" % stopped)
+    env.run(job)
+    a, b = losses(straight), losses(events)
+    check(all(a[s] == b[s] for s in a), "all 300 losses equal the uninterrupted run's")
+    ta, tb = final_tensors(env, "straight_t"), final_tensors(env, "term")
+    check(all(ta[k] == tb[k] for k in ta), "final parameters are bitwise equal after SIGTERM and resume")
+
+
+def case_bad_input(env):
+    d = env.data
+    trunc = os.path.join(d, "bad_trunc.bin")
+    with open(os.path.join(d, "c_val_000000.bin"), "rb") as f:
+        good = f.read()
+    with open(trunc, "wb") as f:
+        f.write(good[:-7])
+    magic = os.path.join(d, "bad_magic.bin")
+    with open(magic, "wb") as f:
+        f.write(struct.pack("<i", 12345) + good[4:])
+    big = os.path.join(d, "bad_vocab.bin")
+    write_shard(big, [EOT, 65, 300, 66])
+    cases = [
+        ("missing shard", dict(data__val_shards=[os.path.join(d, "nope.bin")]), "nope.bin"),
+        ("truncated shard", dict(data__val_shards=[trunc]), "bad_trunc.bin"),
+        ("wrong magic", dict(data__val_shards=[magic]), "bad_magic.bin"),
+        ("token id >= vocab", dict(data__val_shards=[big]), "bad_vocab.bin"),
+        ("unknown arm", dict(model__arm="rdx"), "model.arm"),
+        ("width not divisible by heads", dict(model__shape={"width": 66, "heads": 4}), "width"),
+        ("global batch not divisible", dict(parallel__world_size=1, schedule__global_batch_tokens=3 * 64,
+                                            schedule__micro_batch_sequences=2), "schedule.global_batch_tokens"),
+        ("milestone beyond the budget", dict(schedule__milestones_tokens=[10 ** 9]), "schedule.milestones_tokens"),
+    ]
+    for i, (what, over, needle) in enumerate(cases):
+        name = "bad%d" % i
+        job = env.job(name, **over)
+        p, events = env.run(job, check=False)
+        check(p.returncode != 0, "%s: non-zero exit (%d)" % (what, p.returncode))
+        check(needle in p.stderr, "%s: the error names %s: %s" % (what, needle, p.stderr.strip()[-240:]))
+        ckpt = os.path.join(env.tmp, name, "ckpt")
+        check(not os.path.exists(ckpt) or not os.listdir(ckpt), "%s: nothing half-written" % what)
+
+
+def case_export_eval(env):
+    _, events = env.run(env.job("ee", schedule__total_tokens=20 * 512, schedule__milestones_tokens=[]))
+    ev = [e for e in read_events(events) if e["kind"] == "KIND_EVAL"][-1]
+    fin = [e for e in read_events(events) if e["kind"] == "KIND_FINISHED"][-1]
+    ckpt_dir = os.path.join(env.tmp, "ee", "ckpt")
+    ckpt = os.path.join(ckpt_dir, sorted(os.listdir(ckpt_dir))[-1])
+    val = os.path.join(env.data, "c_val_000000.bin")
+    out = subprocess.run([env.train, "eval", "--checkpoint", ckpt, "--shard", val, "--windows", "16"],
+                         capture_output=True, text=True)
+    check(out.returncode == 0, "eval of the checkpoint runs: %s" % out.stderr.strip())
+    nll_ckpt = json.loads(out.stdout)["nll"]
+    st = os.path.join(env.tmp, "ee", "model.safetensors")
+    subprocess.run([env.train, "export", "--checkpoint", ckpt, "--out", st], check=True, capture_output=True)
+    tensors, meta = read_safetensors(st)
+    check("emb" in tensors and "l0.q_v" in tensors and meta.get("arm") == "rd", "export holds every parameter and the arm")
+    check(json.loads(meta["config"])["model"]["arm"] == "rd", "export holds the resolved config")
+    out = subprocess.run([env.train, "eval", "--weights", st, "--shard", val, "--windows", "16"],
+                         capture_output=True, text=True)
+    nll_st = json.loads(out.stdout)["nll"]
+    print("val NLL: trainer %.9f, eval(checkpoint) %.9f, eval(export) %.9f" % (ev["val_nll"], nll_ckpt, nll_st))
+    check(abs(nll_ckpt - ev["val_nll"]) < 1e-6, "eval of the checkpoint equals the trainer's final val NLL")
+    check(abs(nll_st - nll_ckpt) < 1e-6, "eval of the export equals eval of the checkpoint")
+    check("test_nll" in fin and math.isfinite(fin["test_nll"]), "FINISHED carries the test NLL (%.4f)" % fin["test_nll"])
+    check(len(ev["js_nats"]) == 2 and all(0 <= x <= math.log(2) for x in ev["js_nats"]), "EVAL carries JS per layer in [0, ln 2]")
+    p = subprocess.run([env.train, "eval", "--weights", st + ".missing", "--shard", val], capture_output=True, text=True)
+    check(p.returncode != 0 and ".missing" in p.stderr, "eval of a missing file names it")
+
+
+def case_pairing(env):
+    sums = {}
+    for arm in ("block", "rd", "frozen_v"):
+        _, events = env.run(env.job("pair_" + arm, model__arm=arm, schedule__total_tokens=2 * 512,
+                                    optim__warmup_steps=1, schedule__milestones_tokens=[], checkpoint__dir=""))
+        sums[arm] = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]["init_param_checksum"]
+    check(len(set(sums.values())) == 1, "block, rd and frozen_v start from the same shared weights: %s" % sums)
+    _, events = env.run(env.job("pair_seed", init_seed=6, schedule__total_tokens=2 * 512, optim__warmup_steps=1,
+                                schedule__milestones_tokens=[], checkpoint__dir=""))
+    other = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]["init_param_checksum"]
+    check(other != sums["rd"], "another init seed gives another checksum")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--case", required=True)
+    args = ap.parse_args()
+    env = Env(args)
+    globals()["case_" + args.case](env)
+    print("1 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()

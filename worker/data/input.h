@@ -1,0 +1,36 @@
+// Reading corpus files in binary mode: plain files, or gzip (".gz" suffix; also dictzip, e.g.
+// FOLDOC's .dict.dz, when named .gz) through zlib. Bytes are returned unchanged (no newline
+// translation, no decoding).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace rdattn::data {
+
+// True when the path ends in ".gz".
+bool IsGzipPath(const std::string& path);
+
+// The whole (decompressed) content of a file. Errors name the file (missing, unreadable,
+// corrupt or truncated gzip).
+StatusOr<std::string> ReadInputFile(const std::string& path);
+
+// Reads a file (decompressed) line by line; lines exclude the '\n' (a trailing '\r' is kept).
+class LineReader {
+ public:
+  static StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path);
+  virtual ~LineReader() = default;
+  // Sets *line to the next line and returns true; false at the end of the file. The last line
+  // need not end in '\n'. Errors name the file.
+  virtual StatusOr<bool> Next(std::string* line) = 0;
+  // 1-based number of the line last returned by Next().
+  int64_t line_number() const { return line_number_; }
+
+ protected:
+  int64_t line_number_ = 0;
+};
+
+}  // namespace rdattn::data

@@ -1,0 +1,50 @@
+// Checkpoints: parameters, buffers, AdamW state, step, tokens, the sampler position (the step:
+// the data order is a pure function of it), the CPU generator state and the resolved config.
+// Written by rank 0 atomically (temporary file, fsync, rename, fsync of the directory),
+// keeping the last K. Format: docs/checkpoints.md.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/status.h"
+#include "model/gpt.h"
+
+namespace rdattn::trainer {
+
+struct CheckpointMeta {
+  int64_t step = 0;    // optimizer steps completed
+  int64_t tokens = 0;  // training tokens consumed
+  nlohmann::json config;       // ResolvedConfigJson (for people)
+  nlohmann::json spec;         // RunSpecJson: re-parseable by ParseRunConfig
+  nlohmann::json fingerprint;  // NumericFingerprint
+  std::string init_checksum;   // of the shared parameters at step 0
+};
+
+// "ckpt_step_00000040.pt" inside dir.
+std::string CheckpointPath(const std::string& dir, int64_t step);
+
+// Writes a checkpoint for meta.step and deletes all but the newest `keep_last`.
+StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta,
+                                     model::Gpt& model, torch::optim::Optimizer* optimizer,
+                                     int keep_last);
+
+// The newest complete checkpoint in `dir`; "" when there is none (or dir does not exist).
+StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+
+// Reads only the metadata (config and step) of a checkpoint.
+StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
+
+// Loads parameters and buffers into `model` (which must have the checkpoint's shape) and, when
+// `optimizer` is not null, its state. Errors name the file and the tensor.
+Status LoadCheckpoint(const std::string& path, model::Gpt& model, torch::optim::Optimizer* optimizer,
+                      CheckpointMeta* meta);
+
+// Writes every parameter and buffer as float32 (float64 stays float64) to a safetensors file,
+// with metadata {"format": "rdattn", "arm", "config" (resolved JSON), "run_spec" (RunSpec JSON),
+// "step", "init_checksum"}.
+Status ExportSafetensors(const std::string& out_path, model::Gpt& model, const CheckpointMeta& meta);
+
+}  // namespace rdattn::trainer

@@ -1,0 +1,90 @@
+#include "worker/trainer/sampler.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace rdattn::trainer {
+namespace {
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Unbiased integer in [0, n) (Lemire's rejection on 64-bit products would need 128-bit
+// arithmetic; plain rejection sampling is simple and exact).
+uint64_t Below(uint64_t n, uint64_t& state) {
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t x;
+  do {
+    x = SplitMix64(state);
+  } while (x >= limit);
+  return x % n;
+}
+
+}  // namespace
+
+WindowIndex::WindowIndex(std::vector<const data::Shard*> shards, int64_t context)
+    : shards_(std::move(shards)), context_(context) {
+  for (const data::Shard* s : shards_) {
+    first_.push_back(total_);
+    const int64_t n = s->size();
+    total_ += n > context_ ? (n - 1) / context_ : 0;
+  }
+}
+
+void WindowIndex::Copy(int64_t w, int64_t* out) const {
+  if (w < 0 || w >= total_) throw std::out_of_range("window index out of range");
+  const size_t s = static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), w) - first_.begin() - 1);
+  const uint16_t* tokens = shards_[s]->tokens() + (w - first_[s]) * context_;
+  for (int64_t i = 0; i <= context_; ++i) out[i] = tokens[i];
+}
+
+Sampler::Sampler(int64_t num_windows, uint64_t data_seed, int64_t global_batch_sequences)
+    : num_windows_(num_windows), seed_(data_seed), batch_(global_batch_sequences) {
+  if (num_windows_ <= 0) throw std::invalid_argument("sampler needs at least one window");
+}
+
+const std::vector<int64_t>& Sampler::Epoch(int64_t e) const {
+  if (e == cached_epoch_) return cached_perm_;
+  if (e == cached_epoch2_) return cached_perm2_;
+  // Keep the most recent two epochs (a batch may straddle an epoch boundary).
+  cached_perm2_.swap(cached_perm_);
+  cached_epoch2_ = cached_epoch_;
+  cached_perm_.resize(static_cast<size_t>(num_windows_));
+  for (int64_t i = 0; i < num_windows_; ++i) cached_perm_[static_cast<size_t>(i)] = i;
+  uint64_t state = seed_ ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(e + 1));
+  for (int64_t i = num_windows_ - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(Below(static_cast<uint64_t>(i + 1), state));
+    std::swap(cached_perm_[static_cast<size_t>(i)], cached_perm_[static_cast<size_t>(j)]);
+  }
+  cached_epoch_ = e;
+  return cached_perm_;
+}
+
+std::vector<int64_t> Sampler::GlobalBatch(int64_t step) const {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(batch_));
+  for (int64_t i = 0; i < batch_; ++i) {
+    const int64_t g = step * batch_ + i;
+    out.push_back(Epoch(g / num_windows_)[static_cast<size_t>(g % num_windows_)]);
+  }
+  return out;
+}
+
+std::vector<int64_t> Sampler::RankSlice(int64_t step, int rank, int world_size) const {
+  const std::vector<int64_t> all = GlobalBatch(step);
+  const int64_t per = batch_ / world_size;
+  return std::vector<int64_t>(all.begin() + rank * per, all.begin() + (rank + 1) * per);
+}
+
+std::vector<int64_t> EvalWindows(int64_t num_windows, int64_t count) {
+  const int64_t n = (count <= 0 || count > num_windows) ? num_windows : count;
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = i;
+  return out;
+}
+
+}  // namespace rdattn::trainer

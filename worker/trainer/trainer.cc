@@ -1,0 +1,565 @@
+#include "worker/trainer/trainer.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "model/gpt.h"
+#include "worker/comm/buckets.h"
+#include "worker/data/shard.h"
+#include "worker/io/safetensors.h"
+#include "worker/trainer/checkpoint.h"
+#include "worker/trainer/sampler.h"
+
+namespace rdattn::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Peak resident set size of this process (VmHWM), bytes; -1 if unknown.
+int64_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "cpu";
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// bf16 autocast for CUDA while alive (LibTorch 1.13 and 2.x spell it differently).
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(bool on) : on_(on) {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+#endif
+  }
+  ~AutocastGuard() {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+    at::autocast::set_enabled(false);
+#endif
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_;
+};
+
+struct Runtime {
+  at::Device device = at::kCPU;
+  at::ScalarType param_dtype = at::kFloat;
+  bool autocast_bf16 = false;
+  bool cuda = false;
+};
+
+StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, int local_rank) {
+  Runtime rt;
+  const bool have_cuda = torch::cuda::is_available();
+  rt.cuda = p.device == Device::kCuda || (p.device == Device::kAuto && have_cuda);
+  if (rt.cuda && !have_cuda)
+    return FailedPreconditionError("parallel.device: cuda was requested but LibTorch sees no CUDA device");
+  if (rt.cuda) {
+    const int64_t n = static_cast<int64_t>(torch::cuda::device_count());
+    rt.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % std::max<int64_t>(n, 1)));
+  }
+  const Precision prec = p.precision == Precision::kAuto ? (rt.cuda ? Precision::kBf16 : Precision::kFp32) : p.precision;
+  if (prec == Precision::kBf16 && !rt.cuda)
+    return FailedPreconditionError("parallel.precision: bf16 autocast needs a CUDA device");
+  rt.param_dtype = prec == Precision::kFp64 ? at::kDouble : at::kFloat;
+  rt.autocast_bf16 = prec == Precision::kBf16;
+  return rt;
+}
+
+int LocalRank() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return 0;
+}
+
+StatusOr<std::vector<data::Shard>> OpenShards(const std::vector<std::string>& patterns, uint32_t vocab,
+                                              const std::string& field) {
+  std::vector<data::Shard> shards;
+  if (patterns.empty()) return shards;
+  auto paths = data::ExpandShardPaths(patterns);
+  if (!paths.ok()) return paths.status().WithPrefix(field);
+  for (const auto& path : *paths) {
+    auto shard = data::Shard::Open(path, vocab);
+    if (!shard.ok()) return shard.status().WithPrefix(field);
+    shards.push_back(std::move(shard).value());
+  }
+  return shards;
+}
+
+std::vector<const data::Shard*> Pointers(const std::vector<data::Shard>& shards) {
+  std::vector<const data::Shard*> out;
+  for (const auto& s : shards) out.push_back(&s);
+  return out;
+}
+
+// [n, context+1] int64 token windows on `device`.
+at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin, size_t end,
+                     at::Device device) {
+  const int64_t n = static_cast<int64_t>(end - begin), w = index.context() + 1;
+  at::Tensor batch = at::empty({n, w}, at::TensorOptions().dtype(at::kLong));
+  int64_t* out = batch.data_ptr<int64_t>();
+  for (size_t i = begin; i < end; ++i) index.Copy(windows[i], out + static_cast<int64_t>(i - begin) * w);
+  return device.is_cpu() ? batch : batch.to(device, /*non_blocking=*/false);
+}
+
+struct EvalOutput {
+  double nll = 0;
+  int64_t tokens = 0;
+  model::DepthDiagnostics depth;
+};
+
+// Mean NLL over the fixed windows; rank r takes windows r, r+W, …; sums are all-reduced.
+StatusOr<EvalOutput> Evaluate(model::Gpt& model, const WindowIndex& index, const std::vector<int64_t>& windows,
+                              int64_t micro_batch, comm::Communicator& comm, const Runtime& rt,
+                              bool diagnostics) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  std::vector<int64_t> mine;
+  for (size_t i = static_cast<size_t>(comm.rank()); i < windows.size(); i += static_cast<size_t>(comm.world_size()))
+    mine.push_back(windows[i]);
+  const model::ModelConfig& mc = model->config();
+  model::DepthStatsAccumulator acc(mc);
+  double nll_sum = 0;
+  int64_t tokens = 0;
+  const int64_t T = index.context();
+  for (size_t b = 0; b < mine.size(); b += static_cast<size_t>(micro_batch)) {
+    const size_t e = std::min(mine.size(), b + static_cast<size_t>(micro_batch));
+    const at::Tensor batch = MakeBatch(index, mine, b, e, rt.device);
+    model::ForwardOutput out;
+    {
+      AutocastGuard autocast(rt.autocast_bf16);
+      out = model->Forward(batch.narrow(1, 0, T), {.capture_routes = diagnostics});
+    }
+    const at::Tensor logits = out.logits.to(model::ComputeDtype(out.logits.scalar_type()));
+    nll_sum += at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), batch.narrow(1, 1, T).reshape({-1}),
+                                      {}, at::Reduction::Sum)
+                   .item<double>();
+    tokens += batch.size(0) * T;
+    if (diagnostics) acc.Add(out.routes);
+  }
+  model->train();
+  const std::vector<int64_t> ks = model::CountSources(mc).attention;
+  at::Tensor packed = at::cat({at::tensor({nll_sum, static_cast<double>(tokens)}, at::TensorOptions().dtype(at::kDouble)),
+                               diagnostics ? acc.PackSums(ks) : at::empty({0}, at::TensorOptions().dtype(at::kDouble))})
+                          .to(rt.device);
+  RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(packed));
+  packed = packed.cpu();
+  EvalOutput r;
+  r.tokens = static_cast<int64_t>(std::llround(packed[1].item<double>()));
+  if (r.tokens == 0) return FailedPreconditionError("evaluation saw no tokens");
+  r.nll = packed[0].item<double>() / static_cast<double>(r.tokens);
+  if (diagnostics) {
+    acc.UnpackSums(packed.narrow(0, 2, packed.numel() - 2), ks);
+    r.depth = acc.Finalize();
+  }
+  return r;
+}
+
+nlohmann::json DepthJson(const model::DepthDiagnostics& d) {
+  nlohmann::json j = nlohmann::json::object();
+  auto arr = [](const std::vector<double>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (double x : v) a.push_back(JsonDouble(x));
+    return a;
+  };
+  j["route_entropy_qk_nats"] = arr(d.entropy_qk_nats);
+  if (!d.js_nats.empty()) {
+    j["js_nats"] = arr(d.js_nats);
+    j["js_bits"] = arr(d.js_bits);
+    j["js_sqrt"] = arr(d.sqrt_js);
+    j["js_of_mean_nats"] = arr(d.js_of_mean_nats);
+    j["route_entropy_v_nats"] = arr(d.entropy_second_nats);
+    j["js_mean_nats"] = JsonDouble(d.mean_js_nats);
+    j["js_mean_bits"] = JsonDouble(d.mean_js_bits);
+    double s = 0;
+    for (double x : d.sqrt_js) s += x;
+    j["js_mean_sqrt"] = JsonDouble(d.sqrt_js.empty() ? 0.0 : s / static_cast<double>(d.sqrt_js.size()));
+    j["js_mean_multi_source_nats"] = JsonDouble(d.mean_js_nats_multi);
+  }
+  return j;
+}
+
+StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm, const TrainOptions& opts) {
+  const int rank = comm.rank(), world = comm.world_size();
+  EventSink* events = rank == 0 ? opts.events : nullptr;
+  if (world != cfg.parallel.world_size)
+    return FailedPreconditionError("parallel.world_size: the run wants " + std::to_string(cfg.parallel.world_size) +
+                                   " ranks but the launcher started " + std::to_string(world));
+  if (cfg.parallel.threads_per_rank > 0) at::set_num_threads(cfg.parallel.threads_per_rank);
+  RDATTN_ASSIGN_OR_RETURN(const Runtime rt, ResolveRuntime(cfg.parallel, LocalRank()));
+
+  // Data: every token id is checked against the model's vocabulary when a shard is opened.
+  const auto vocab = static_cast<uint32_t>(cfg.model.vocab_size);
+  RDATTN_ASSIGN_OR_RETURN(const std::vector<data::Shard> train_shards,
+                          OpenShards(cfg.data.train_shards, vocab, "data.train_shards"));
+  RDATTN_ASSIGN_OR_RETURN(const std::vector<data::Shard> val_shards,
+                          OpenShards(cfg.data.val_shards, vocab, "data.val_shards"));
+  RDATTN_ASSIGN_OR_RETURN(const std::vector<data::Shard> test_shards,
+                          OpenShards(cfg.data.test_shards, vocab, "data.test_shards"));
+  const int64_t T = cfg.model.context;
+  const WindowIndex train_index(Pointers(train_shards), T), val_index(Pointers(val_shards), T),
+      test_index(Pointers(test_shards), T);
+  if (train_index.size() == 0)
+    return InvalidArgumentError("data.train_shards: no window of context+1 = " + std::to_string(T + 1) + " tokens");
+  const Sampler sampler(train_index.size(), cfg.data.data_seed, cfg.schedule.global_batch_sequences);
+  const std::vector<int64_t> val_windows = EvalWindows(val_index.size(), cfg.data.val_windows);
+  const std::vector<int64_t> test_windows = EvalWindows(test_index.size(), cfg.data.test_windows);
+
+  // Model: built from the init seed on every rank, then rank 0's weights are broadcast and
+  // verified equal everywhere.
+  model::Gpt model(cfg.model, cfg.init_seed);
+  model->to(rt.device, rt.param_dtype);
+  std::vector<at::Tensor> params = model->parameters();
+  RDATTN_RETURN_IF_ERROR(comm::BroadcastAndVerify(comm, params).WithPrefix("initial parameters"));
+  const std::string init_checksum = Hex64(model::ParameterChecksum(model->SharedParameters()));
+
+  const OptimConfig& o = cfg.optim;
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(model->DecayParameters(), std::make_unique<torch::optim::AdamWOptions>(
+                                                    torch::optim::AdamWOptions(o.peak_lr)
+                                                        .betas({o.beta1, o.beta2})
+                                                        .eps(o.eps)
+                                                        .weight_decay(o.weight_decay)));
+  groups.emplace_back(model->NoDecayParameters(), std::make_unique<torch::optim::AdamWOptions>(
+                                                      torch::optim::AdamWOptions(o.peak_lr)
+                                                          .betas({o.beta1, o.beta2})
+                                                          .eps(o.eps)
+                                                          .weight_decay(0.0)));
+  torch::optim::AdamW optimizer(std::move(groups));
+
+  // Resume.
+  CheckpointMeta meta;
+  meta.config = ResolvedConfigJson(cfg);
+  meta.spec = RunSpecJson(cfg);
+  meta.fingerprint = NumericFingerprint(cfg);
+  meta.init_checksum = init_checksum;
+  int64_t start_step = 0;
+  std::string resume = cfg.checkpoint.resume_from;
+  if (resume.empty() && !cfg.checkpoint.dir.empty()) {
+    RDATTN_ASSIGN_OR_RETURN(resume, LatestCheckpoint(cfg.checkpoint.dir));
+  }
+  if (!resume.empty()) {
+    RDATTN_ASSIGN_OR_RETURN(const CheckpointMeta saved, ReadCheckpointMeta(resume));
+    const auto diff = FingerprintDifferences(saved.fingerprint, meta.fingerprint);
+    if (!diff.empty()) {
+      std::string fields;
+      for (const auto& d : diff) fields += (fields.empty() ? "" : ", ") + d;
+      return FailedPreconditionError(resume + ": the checkpoint was written by a run whose config differs in: " + fields);
+    }
+    CheckpointMeta loaded;
+    RDATTN_RETURN_IF_ERROR(LoadCheckpoint(resume, model, &optimizer, &loaded));
+    start_step = loaded.step;
+    meta.init_checksum = loaded.init_checksum;
+  }
+
+  const ScheduleConfig& s = cfg.schedule;
+  const model::FlopCounts flops = model::CountFlops(cfg.model);
+  const int threads = at::get_num_threads();
+  const std::string device_name = rt.cuda ? rt.device.str() : CpuModelName();
+  const double peak = opts.peak_flops_per_rank > 0 ? opts.peak_flops_per_rank
+                                                   : DefaultPeakFlops(rt.cuda, device_name, threads);
+  int64_t param_count = 0;
+  for (const auto& p : params) param_count += p.numel();
+  const nlohmann::json where = {{"hardware_kind", rt.cuda ? "HARDWARE_KIND_GPU" : "HARDWARE_KIND_CPU"},
+                                {"device_name", device_name},
+                                {"world_size", world}};
+  if (events != nullptr) {
+    nlohmann::json init = where;
+    init.update({{"step", start_step},
+                 {"tokens", start_step * s.global_batch_tokens},
+                 {"param_count", param_count},
+                 {"flops_per_token", flops.training()},
+                 {"peak_flops_per_second", peak},
+                 {"init_param_checksum", meta.init_checksum}});
+    events->Emit("INIT", init);
+  }
+
+  auto write_checkpoint = [&](int64_t completed) -> Status {
+    if (cfg.checkpoint.dir.empty()) return Status::Ok();
+    meta.step = completed;
+    meta.tokens = completed * s.global_batch_tokens;
+    Status st;
+    std::string path;
+    if (rank == 0) {
+      auto saved = SaveCheckpoint(cfg.checkpoint.dir, meta, model, &optimizer, cfg.checkpoint.keep_last);
+      if (saved.ok()) path = *saved; else st = saved.status();
+    }
+    // Every rank learns whether rank 0 succeeded.
+    at::Tensor ok = at::full({1}, st.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
+    RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(ok));
+    if (ok.cpu().item<double>() > 0) return st.ok() ? InternalError("rank 0 failed to write a checkpoint") : st;
+    if (events != nullptr)
+      events->Emit("CHECKPOINT", {{"step", completed}, {"tokens", meta.tokens}, {"checkpoint_path", path}});
+    return Status::Ok();
+  };
+
+  auto evaluate = [&](int64_t completed, int64_t milestone_tokens) -> Status {
+    if (val_windows.empty()) return Status::Ok();
+    const bool diag = model::HasDepthRead(cfg.model.arm);
+    RDATTN_ASSIGN_OR_RETURN(const EvalOutput ev,
+                            Evaluate(model, val_index, val_windows, s.micro_batch_sequences, comm, rt, diag));
+    if (events != nullptr) {
+      nlohmann::json e = diag ? DepthJson(ev.depth) : nlohmann::json::object();
+      e.update({{"step", completed},
+                {"tokens", completed * s.global_batch_tokens},
+                {"milestone_tokens", milestone_tokens},
+                {"val_nll", JsonDouble(ev.nll)},
+                {"eval_tokens", ev.tokens}});
+      events->Emit("EVAL", e);
+    }
+    return Status::Ok();
+  };
+
+  const int64_t accum = s.grad_accum_steps, mb = s.micro_batch_sequences;
+  model->train();
+  int64_t steps_here = 0;
+  for (int64_t step = start_step; step < s.stop_step; ++step) {
+    const auto t_step = Clock::now();
+    double data_s = 0, allreduce_s = 0;
+    const double lr = LearningRate(o, s, step);
+    for (auto& group : optimizer.param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    optimizer.zero_grad();
+    const std::vector<int64_t> windows = sampler.RankSlice(step, rank, world);
+    double loss_sum = 0;
+    for (int64_t m = 0; m < accum; ++m) {
+      const auto t_data = Clock::now();
+      const at::Tensor batch = MakeBatch(train_index, windows, static_cast<size_t>(m * mb),
+                                         static_cast<size_t>((m + 1) * mb), rt.device);
+      data_s += Seconds(t_data, Clock::now());
+      at::Tensor loss;
+      {
+        AutocastGuard autocast(rt.autocast_bf16);
+        loss = model::GptImpl::Loss(model->forward(batch.narrow(1, 0, T)), batch.narrow(1, 1, T)) /
+               static_cast<double>(accum);
+      }
+      loss.backward();
+      loss_sum += loss.item<double>();
+    }
+    std::vector<at::Tensor> grads;
+    for (auto& p : params) {
+      if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    if (rt.cuda) torch::cuda::synchronize();
+    const auto t_ar = Clock::now();
+    RDATTN_RETURN_IF_ERROR(comm::AllReduceMeanGradients(comm, grads, cfg.parallel.allreduce_bucket_bytes));
+    if (rt.cuda) torch::cuda::synchronize();
+    allreduce_s = Seconds(t_ar, Clock::now());
+    double grad_norm;
+    if (o.grad_clip > 0) {
+      grad_norm = torch::nn::utils::clip_grad_norm_(params, o.grad_clip);
+    } else {
+      double sq = 0;
+      for (const auto& g : grads) sq += g.to(at::kDouble).pow(2).sum().item<double>();
+      grad_norm = std::sqrt(sq);
+    }
+    optimizer.step();
+
+    // One small all-reduce: the mean loss over ranks and whether any rank must stop.
+    ++steps_here;
+    const bool stop_local = (opts.stop_requested != nullptr && opts.stop_requested->load()) ||
+                            (opts.stop_after_steps > 0 && steps_here >= opts.stop_after_steps);
+    at::Tensor stats = at::tensor({loss_sum, stop_local ? 1.0 : 0.0}, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
+    RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(stats));
+    stats = stats.cpu();
+    const double loss = stats[0].item<double>() / world;
+    const bool stop = stats[1].item<double>() > 0;
+    if (rt.cuda) torch::cuda::synchronize();
+    const double step_s = Seconds(t_step, Clock::now());
+    const int64_t completed = step + 1;
+    if (rank == 0 && opts.losses != nullptr) opts.losses->push_back(loss);
+    if (!std::isfinite(loss)) {
+      if (events != nullptr)
+        events->Emit("FAILED", {{"step", completed}, {"train_loss", JsonDouble(loss)},
+                                {"error", "train loss is not finite at step " + std::to_string(completed)}});
+      return InternalError("train loss is not finite at step " + std::to_string(completed));
+    }
+    if (events != nullptr && (completed % cfg.train_event_every_steps == 0 || completed == s.stop_step ||
+                              step == start_step)) {
+      const double tps = static_cast<double>(s.global_batch_tokens) / step_s;
+      nlohmann::json e = where;
+      e.update({{"step", completed},
+                {"tokens", completed * s.global_batch_tokens},
+                {"train_loss", JsonDouble(loss)},
+                {"lr", lr},
+                {"grad_norm", JsonDouble(grad_norm)},
+                {"tokens_per_second", tps},
+                {"mfu", flops.training() * tps / (peak * world)},
+                {"step_seconds", step_s},
+                {"compute_seconds", step_s - data_s - allreduce_s},
+                {"allreduce_seconds", allreduce_s},
+                {"data_seconds", data_s},
+                {"peak_memory_bytes", PeakRssBytes()}});
+      events->Emit("TRAIN_STEP", e);
+    }
+    bool checkpointed = false;
+    for (size_t i = 0; i < s.milestone_steps.size(); ++i) {
+      if (s.milestone_steps[i] != completed) continue;
+      RDATTN_RETURN_IF_ERROR(evaluate(completed, s.milestones_tokens[i]));
+      RDATTN_RETURN_IF_ERROR(write_checkpoint(completed));
+      checkpointed = true;
+    }
+    if (completed == s.stop_step) {
+      if (!checkpointed) {
+        if (std::find(s.milestone_steps.begin(), s.milestone_steps.end(), completed) == s.milestone_steps.end())
+          RDATTN_RETURN_IF_ERROR(evaluate(completed, completed * s.global_batch_tokens));
+        RDATTN_RETURN_IF_ERROR(write_checkpoint(completed));
+      }
+      break;
+    }
+    if (!checkpointed && cfg.checkpoint.every_steps > 0 && completed % cfg.checkpoint.every_steps == 0) {
+      RDATTN_RETURN_IF_ERROR(write_checkpoint(completed));
+      checkpointed = true;
+    }
+    if (stop) {
+      if (!checkpointed) RDATTN_RETURN_IF_ERROR(write_checkpoint(completed));
+      return TrainOutcome::kPreempted;
+    }
+  }
+
+  // The end of the run: test NLL over the test windows.
+  nlohmann::json fin = where;
+  fin.update({{"step", s.stop_step}, {"tokens", s.stop_step * s.global_batch_tokens}, {"peak_memory_bytes", PeakRssBytes()}});
+  if (!test_windows.empty()) {
+    RDATTN_ASSIGN_OR_RETURN(const EvalOutput test, Evaluate(model, test_index, test_windows, s.micro_batch_sequences,
+                                                            comm, rt, /*diagnostics=*/false));
+    fin["test_nll"] = JsonDouble(test.nll);
+    fin["eval_tokens"] = test.tokens;
+  }
+  if (events != nullptr) events->Emit("FINISHED", fin);
+  return TrainOutcome::kFinished;
+}
+
+StatusOr<model::Gpt> LoadModelFile(const std::string& path, CheckpointMeta* meta) {
+  // A checkpoint (.pt) or an export (.safetensors with the run spec in its metadata).
+  const bool is_safetensors = path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0;
+  io::SafetensorsFile st;
+  if (is_safetensors) {
+    std::string error;
+    if (!io::ReadSafetensors(path, &st, &error)) return InvalidArgumentError(error);
+    if (!st.metadata.count("run_spec")) return InvalidArgumentError(path + ": no rdattn run_spec in the metadata");
+    meta->spec = nlohmann::json::parse(st.metadata["run_spec"], nullptr, /*allow_exceptions=*/false);
+    if (meta->spec.is_discarded()) return DataLossError(path + ": the run_spec metadata is not valid JSON");
+    if (st.metadata.count("step")) meta->step = std::stoll(st.metadata["step"]);
+  } else {
+    RDATTN_ASSIGN_OR_RETURN(*meta, ReadCheckpointMeta(path));
+  }
+  auto cfg = ParseRunConfig(meta->spec);
+  if (!cfg.ok()) return cfg.status().WithPrefix(path + ": stored run spec");
+  model::Gpt model(cfg->model, cfg->init_seed);
+  if (cfg->parallel.precision == Precision::kFp64) model->to(at::kDouble);
+  if (is_safetensors) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters()) {
+      auto it = st.tensors.find(p.key());
+      if (it == st.tensors.end()) return DataLossError(path + ": lacks tensor '" + p.key() + "'");
+      if (it->second.sizes() != p.value().sizes())
+        return DataLossError(path + ": tensor '" + p.key() + "' has shape " + c10::str(it->second.sizes()) +
+                             ", the model expects " + c10::str(p.value().sizes()));
+      p.value().copy_(it->second);
+    }
+  } else {
+    RDATTN_RETURN_IF_ERROR(LoadCheckpoint(path, model, nullptr, meta));
+  }
+  return model;
+}
+
+}  // namespace
+
+double DefaultPeakFlops(bool cuda, const std::string& device_name, int threads) {
+  if (cuda) {
+    if (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos) return 989e12;
+    if (device_name.find("A100") != std::string::npos) return 312e12;
+    return 989e12;
+  }
+  return 80e9 * std::max(threads, 1);
+}
+
+StatusOr<TrainOutcome> Train(const RunConfig& cfg, comm::Communicator& comm, const TrainOptions& opts) {
+  try {
+    return TrainImpl(cfg, comm, opts);
+  } catch (const std::exception& e) {
+    return InternalError(std::string("training failed: ") + e.what());
+  }
+}
+
+StatusOr<EvalResult> EvaluateFile(const std::string& model_path, const std::vector<std::string>& shards,
+                                  int64_t windows, int64_t micro_batch) {
+  try {
+    CheckpointMeta meta;
+    RDATTN_ASSIGN_OR_RETURN(model::Gpt model, LoadModelFile(model_path, &meta));
+    const auto vocab = static_cast<uint32_t>(model->config().vocab_size);
+    RDATTN_ASSIGN_OR_RETURN(const std::vector<data::Shard> opened, OpenShards(shards, vocab, "--shard"));
+    const WindowIndex index(Pointers(opened), model->config().context);
+    if (index.size() == 0) return InvalidArgumentError("--shard: no window of context+1 tokens");
+    auto local = comm::MakeLocalCommunicator();
+    Runtime rt;
+    rt.param_dtype = model->emb.scalar_type();
+    RDATTN_ASSIGN_OR_RETURN(const EvalOutput ev, Evaluate(model, index, EvalWindows(index.size(), windows),
+                                                          std::max<int64_t>(micro_batch, 1), *local, rt, false));
+    EvalResult r;
+    r.nll = ev.nll;
+    r.tokens = ev.tokens;
+    r.windows = static_cast<int64_t>(EvalWindows(index.size(), windows).size());
+    r.arm = std::string(model::ArmName(model->config().arm));
+    return r;
+  } catch (const std::exception& e) {
+    return InternalError(std::string("eval failed: ") + e.what());
+  }
+}
+
+Status ExportCheckpoint(const std::string& checkpoint_path, const std::string& out_path) {
+  try {
+    CheckpointMeta meta;
+    RDATTN_ASSIGN_OR_RETURN(model::Gpt model, LoadModelFile(checkpoint_path, &meta));
+    return ExportSafetensors(out_path, model, meta);
+  } catch (const std::exception& e) {
+    return InternalError(std::string("export failed: ") + e.what());
+  }
+}
+
+}  // namespace rdattn::trainer
