@@ -1,5 +1,6 @@
 // rdattn_model_bench: forward + backward tokens/s and peak memory per arm at one CPU preset.
-// The arms alternate within one run (round-robin), so machine noise hits every arm alike, and
+// Peak memory is measured in a fresh child process per arm (one step). The arms alternate
+// within one run (round-robin), so machine noise hits every arm alike, and
 // the figures that matter are the ratios rd/block and block/standard printed at the end.
 //
 //   rdattn_model_bench [--preset cpu-bench] [--batch 4] [--rounds 3] [--steps 3] [--threads 1]
@@ -15,6 +16,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 
 #include "model/gpt.h"
 
@@ -35,19 +37,41 @@ int64_t ProcStatusBytes(const char* key) {
   return -1;
 }
 
-// Resets the peak-RSS high-water mark (Linux ≥ 4.0). Returns false where not permitted.
-bool ResetPeakRss() {
-  std::ofstream out("/proc/self/clear_refs");
-  if (!out) return false;
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
+// Memory probe, run in a fresh child process per arm (a process's peak RSS never goes down and
+// freed memory is reused, so arms cannot be measured one after another in one process): builds
+// the model and a batch, then prints the peak RSS of one forward + backward step minus the RSS
+// before it, in bytes.
+int MemoryProbe(const std::string& preset, rdattn::model::Arm arm, int64_t batch) {
+  at::set_num_threads(1);
+  const auto cfg = *rdattn::model::Preset(preset, arm);
+  rdattn::model::Gpt m(cfg, 0);
+  const at::Tensor tokens = torch::randint(cfg.vocab_size, {batch, cfg.context + 1}, torch::kLong);
+  const int64_t before = ProcStatusBytes("VmRSS");
+  rdattn::model::GptImpl::Loss(m->forward(tokens.narrow(1, 0, cfg.context)), tokens.narrow(1, 1, cfg.context))
+      .backward();
+  std::printf("%lld\n", static_cast<long long>(ProcStatusBytes("VmHWM") - before));
+  return 0;
+}
+
+// Runs this binary's memory probe for `arm` in a child process; -1 on failure.
+int64_t ProbeInChild(const std::string& preset, rdattn::model::Arm arm, int64_t batch) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return -1;
+  self[n] = '\0';
+  const std::string cmd = std::string(self) + " --memory-probe " + std::string(rdattn::model::ArmName(arm)) +
+                          " --preset " + preset + " --batch " + std::to_string(batch);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  long long v = -1;
+  if (std::fscanf(p, "%lld", &v) != 1) v = -1;
+  return pclose(p) == 0 ? v : -1;
 }
 
 struct Stat {
   double seconds = 0;
   int64_t tokens = 0;
-  int64_t peak_extra_bytes = -1;  // max over rounds of (peak RSS during the steps − RSS before)
+  int64_t peak_extra_bytes = -1;  // peak RSS of one training step minus the RSS before it (child process)
 };
 
 [[noreturn]] void Usage(const char* msg) {
@@ -58,7 +82,7 @@ struct Stat {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset = "cpu-bench", arms_arg = "standard,block,rd,tied,average,average_asym,frozen_v";
+  std::string preset = "cpu-bench", arms_arg = "standard,block,rd,tied,average,average_asym,frozen_v", probe;
   int64_t batch = 4, rounds = 3, steps = 3, threads = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -72,6 +96,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoll(next());
     else if (a == "--threads") threads = std::stoll(next());
     else if (a == "--arms") arms_arg = next();
+    else if (a == "--memory-probe") probe = next();
     else Usage(("unknown flag " + a).c_str());
   }
   if (batch < 1 || rounds < 1 || steps < 1 || threads < 1) Usage("batch, rounds, steps and threads must be ≥ 1");
@@ -83,6 +108,11 @@ int main(int argc, char** argv) {
     arms.push_back(*arm);
   }
   if (!rdattn::model::Preset(preset, Arm::kBlock)) Usage(("--preset: unknown preset '" + preset + "'").c_str());
+  if (!probe.empty()) {
+    auto arm = rdattn::model::ParseArm(probe);
+    if (!arm) Usage(("--memory-probe: unknown arm '" + probe + "'").c_str());
+    return MemoryProbe(preset, *arm, batch);
+  }
   at::set_num_threads(static_cast<int>(threads));
   torch::manual_seed(0);
 
@@ -93,8 +123,6 @@ int main(int argc, char** argv) {
               preset.c_str(), (long long)base.layers, (long long)base.width, (long long)base.heads,
               (long long)T, (long long)base.vocab_size, (long long)batch, (long long)threads,
               (long long)rounds, (long long)steps, TORCH_VERSION);
-  const bool can_reset = ResetPeakRss();
-  if (!can_reset) std::printf("note: /proc/self/clear_refs not writable; peak memory not measured\n");
 
   std::map<Arm, rdattn::model::Gpt> models;
   for (Arm arm : arms) models.emplace(arm, rdattn::model::Gpt(*rdattn::model::Preset(preset, arm), 0));
@@ -111,19 +139,17 @@ int main(int argc, char** argv) {
     for (Arm arm : arms) {
       auto& m = models.at(arm);
       m->zero_grad();
-      const int64_t rss_before = ProcStatusBytes("VmRSS");
-      if (can_reset) ResetPeakRss();
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t s = 0; s < steps; ++s) step(m);
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       Stat& st = stats[arm];
       st.seconds += dt;
       st.tokens += steps * batch * T;
-      if (can_reset) st.peak_extra_bytes = std::max(st.peak_extra_bytes, ProcStatusBytes("VmHWM") - rss_before);
+      if (r == 0) st.peak_extra_bytes = ProbeInChild(preset, arm, batch);
     }
   }
 
-  std::printf("%-13s %12s %12s %16s %14s\n", "arm", "tokens/s", "ms/step", "peak_extra_MiB", "params");
+  std::printf("%-13s %12s %12s %16s %14s\n", "arm", "tokens/s", "ms/step", "step_peak_MiB", "params");
   std::map<Arm, double> tps;
   for (Arm arm : arms) {
     const Stat& st = stats[arm];
