@@ -253,12 +253,18 @@ def case_export_eval(env):
 
 
 def case_pairing(env):
-    sums = {}
+    sums, orders = {}, {}
     for arm in ("block", "rd", "frozen_v"):
         _, events = env.run(env.job("pair_" + arm, model__arm=arm, schedule__total_tokens=2 * 512,
                                     optim__warmup_steps=1, schedule__milestones_tokens=[], checkpoint__dir=""))
-        sums[arm] = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]["init_param_checksum"]
+        init = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]
+        sums[arm], orders[arm] = init["init_param_checksum"], init["data_order_checksum"]
     check(len(set(sums.values())) == 1, "block, rd and frozen_v start from the same shared weights: %s" % sums)
+    check(len(set(orders.values())) == 1, "block, rd and frozen_v see the same data order: %s" % orders)
+    _, events = env.run(env.job("pair_data", data__data_seed=12, schedule__total_tokens=2 * 512, optim__warmup_steps=1,
+                                schedule__milestones_tokens=[], checkpoint__dir=""))
+    other_order = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]["data_order_checksum"]
+    check(other_order != orders["rd"], "another data seed gives another data order checksum")
     _, events = env.run(env.job("pair_seed", init_seed=6, schedule__total_tokens=2 * 512, optim__warmup_steps=1,
                                 schedule__milestones_tokens=[], checkpoint__dir=""))
     other = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]["init_param_checksum"]

@@ -84,6 +84,22 @@ class AutocastGuard {
   bool on_;
 };
 
+// FNV-1a over the window count, the data seed and the first min(64, steps) global batches.
+std::string DataOrderChecksum(const Sampler& sampler, uint64_t seed, int64_t steps) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ULL;
+    }
+  };
+  mix(static_cast<uint64_t>(sampler.num_windows()));
+  mix(seed);
+  for (int64_t k = 0; k < std::min<int64_t>(steps, 64); ++k)
+    for (int64_t w : sampler.GlobalBatch(k)) mix(static_cast<uint64_t>(w));
+  return Hex64(h);
+}
+
 struct Runtime {
   at::Device device = at::kCPU;
   at::ScalarType param_dtype = at::kFloat;
@@ -245,6 +261,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   if (train_index.size() == 0)
     return InvalidArgumentError("data.train_shards: no window of context+1 = " + std::to_string(T + 1) + " tokens");
   const Sampler sampler(train_index.size(), cfg.data.data_seed, cfg.schedule.global_batch_sequences);
+  const std::string data_order_checksum = DataOrderChecksum(sampler, cfg.data.data_seed, cfg.schedule.total_steps);
   const std::vector<int64_t> val_windows = EvalWindows(val_index.size(), cfg.data.val_windows);
   const std::vector<int64_t> test_windows = EvalWindows(test_index.size(), cfg.data.test_windows);
 
@@ -313,7 +330,8 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                  {"param_count", param_count},
                  {"flops_per_token", flops.training()},
                  {"peak_flops_per_second", peak},
-                 {"init_param_checksum", meta.init_checksum}});
+                 {"init_param_checksum", meta.init_checksum},
+                 {"data_order_checksum", data_order_checksum}});
     events->Emit("INIT", init);
   }
 
