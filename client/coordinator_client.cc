@@ -1,0 +1,102 @@
+#include "client/coordinator_client.h"
+
+#include <chrono>
+
+#include "proto/contract/contract.h"
+
+namespace rdattn::client {
+namespace {
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const Connection& c) {
+  if (!c.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = c.ca_cert_pem;  // empty: the system roots
+  return grpc::SslCredentials(options);
+}
+
+template <typename Response, typename Call>
+StatusOr<Response> Unary(Call call) {
+  Response response;
+  const grpc::Status status = call(&response);
+  if (!status.ok()) return contract::FromGrpcStatus(status);
+  return response;
+}
+
+}  // namespace
+
+CoordinatorClient::CoordinatorClient(const Connection& connection)
+    : connection_(connection),
+      channel_(grpc::CreateChannel(connection.address, Credentials(connection))),
+      stub_(pb::SweepService::NewStub(channel_)) {}
+
+void CoordinatorClient::Prepare(grpc::ClientContext* context, Deadline deadline) const {
+  if (!connection_.token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + connection_.token);
+  }
+  if (deadline == Deadline::kUnary) {
+    context->set_deadline(std::chrono::system_clock::now() + connection_.timeout);
+  }
+}
+
+StatusOr<pb::SubmitSweepResponse> CoordinatorClient::SubmitSweep(
+    const pb::SubmitSweepRequest& request) {
+  return Unary<pb::SubmitSweepResponse>([&](pb::SubmitSweepResponse* response) {
+    grpc::ClientContext context;
+    Prepare(&context, Deadline::kUnary);
+    return stub_->SubmitSweep(&context, request, response);
+  });
+}
+
+StatusOr<pb::GetSweepResponse> CoordinatorClient::GetSweep(const pb::GetSweepRequest& request) {
+  return Unary<pb::GetSweepResponse>([&](pb::GetSweepResponse* response) {
+    grpc::ClientContext context;
+    Prepare(&context, Deadline::kUnary);
+    return stub_->GetSweep(&context, request, response);
+  });
+}
+
+StatusOr<pb::ListSweepsResponse> CoordinatorClient::ListSweeps(
+    const pb::ListSweepsRequest& request) {
+  return Unary<pb::ListSweepsResponse>([&](pb::ListSweepsResponse* response) {
+    grpc::ClientContext context;
+    Prepare(&context, Deadline::kUnary);
+    return stub_->ListSweeps(&context, request, response);
+  });
+}
+
+StatusOr<pb::CancelSweepResponse> CoordinatorClient::CancelSweep(
+    const pb::CancelSweepRequest& request) {
+  return Unary<pb::CancelSweepResponse>([&](pb::CancelSweepResponse* response) {
+    grpc::ClientContext context;
+    Prepare(&context, Deadline::kUnary);
+    return stub_->CancelSweep(&context, request, response);
+  });
+}
+
+StatusOr<pb::GetReportResponse> CoordinatorClient::GetReport(const pb::GetReportRequest& request) {
+  return Unary<pb::GetReportResponse>([&](pb::GetReportResponse* response) {
+    grpc::ClientContext context;
+    Prepare(&context, Deadline::kUnary);
+    return stub_->GetReport(&context, request, response);
+  });
+}
+
+Status CoordinatorClient::WatchSweep(
+    const pb::WatchSweepRequest& request,
+    const std::function<bool(const pb::WatchSweepResponse&)>& on_message) {
+  grpc::ClientContext context;
+  Prepare(&context, Deadline::kNone);
+  std::unique_ptr<grpc::ClientReader<pb::WatchSweepResponse>> reader =
+      stub_->WatchSweep(&context, request);
+  pb::WatchSweepResponse message;
+  while (reader->Read(&message)) {
+    if (!on_message(message)) {
+      context.TryCancel();
+      reader->Finish().IgnoreError();  // CANCELLED by us
+      return Status::Ok();
+    }
+  }
+  return contract::FromGrpcStatus(reader->Finish());
+}
+
+}  // namespace rdattn::client

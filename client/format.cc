@@ -1,0 +1,335 @@
+#include "client/format.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace rdattn::client {
+namespace {
+
+std::string Printf(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+// "JOB_STATE_RUNNING" -> "RUNNING".
+std::string StripPrefix(const std::string& name, const std::string& prefix) {
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+std::string Percent(double fraction, int digits) {
+  if (!std::isfinite(fraction)) return "-";
+  return Fixed(100.0 * fraction, digits) + "%";
+}
+
+// p-values: three decimals, or scientific below 0.001.
+std::string PValue(double p) {
+  if (!std::isfinite(p)) return "-";
+  if (p > 0 && p < 0.001) return Printf("%.1e", p);
+  return Fixed(p, 3);
+}
+
+std::string SignedFixed(double v, int digits) {
+  if (!std::isfinite(v)) return "-";
+  std::string s = Fixed(v, digits);
+  return v > 0 ? "+" + s : s;
+}
+
+}  // namespace
+
+std::string JobStateName(pb::JobState state) {
+  return StripPrefix(pb::JobState_Name(state), "JOB_STATE_");
+}
+
+std::string SweepStateName(pb::SweepState state) {
+  return StripPrefix(pb::SweepState_Name(state), "SWEEP_STATE_");
+}
+
+bool IsTerminal(pb::JobState state) {
+  return state == pb::JOB_STATE_SUCCEEDED || state == pb::JOB_STATE_FAILED ||
+         state == pb::JOB_STATE_CANCELLED;
+}
+
+bool IsTerminal(pb::SweepState state) {
+  return state == pb::SWEEP_STATE_SUCCEEDED || state == pb::SWEEP_STATE_FAILED ||
+         state == pb::SWEEP_STATE_CANCELLED;
+}
+
+std::optional<pb::SweepState> ParseSweepState(const std::string& text) {
+  std::string upper;
+  for (char c : text) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  pb::SweepState state{};
+  if (pb::SweepState_Parse(upper, &state) || pb::SweepState_Parse("SWEEP_STATE_" + upper, &state)) {
+    if (state != pb::SWEEP_STATE_UNSPECIFIED) return state;
+  }
+  return std::nullopt;
+}
+
+std::string Fixed(double v, int digits) {
+  if (!std::isfinite(v)) return "-";
+  char fmt[16];
+  std::snprintf(fmt, sizeof(fmt), "%%.%df", digits);
+  return Printf(fmt, v);
+}
+
+std::string HumanTokens(int64_t tokens) {
+  const double v = static_cast<double>(tokens);
+  const double a = std::fabs(v);
+  if (a < 1e4) return std::to_string(tokens);
+  if (a < 1e6) return Printf("%.1fk", v / 1e3);
+  if (a < 1e7) return Printf("%.2fM", v / 1e6);
+  if (a < 1e9) return Printf("%.1fM", v / 1e6);
+  return Printf("%.2fB", v / 1e9);
+}
+
+std::string HumanRate(double per_second) {
+  if (!std::isfinite(per_second)) return "-";
+  const double a = std::fabs(per_second);
+  if (a < 1e3) return Printf("%.1f", per_second);
+  if (a < 1e6) return Printf("%.2fk", per_second / 1e3);
+  return Printf("%.2fM", per_second / 1e6);
+}
+
+std::string HumanDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long long s = static_cast<long long>(std::llround(seconds));
+  char buf[64];
+  if (s < 60) {
+    std::snprintf(buf, sizeof(buf), "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", s / 60, s % 60);
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lldd%02lldh", s / 86400, (s % 86400) / 3600);
+  }
+  return buf;
+}
+
+std::string FormatTime(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "-";
+  const std::time_t secs = static_cast<std::time_t>(t.seconds());
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t TargetTokens(const pb::JobSpec& job) {
+  const pb::ScheduleSpec& s = job.run().schedule();
+  if (s.stop_at_tokens() > 0 && (s.total_tokens() <= 0 || s.stop_at_tokens() < s.total_tokens())) {
+    return s.stop_at_tokens();
+  }
+  return std::max<int64_t>(s.total_tokens(), 0);
+}
+
+std::optional<double> EtaSeconds(int64_t tokens, int64_t target_tokens, double tokens_per_second) {
+  if (target_tokens <= 0 || !(tokens_per_second > 0) || !std::isfinite(tokens_per_second)) {
+    return std::nullopt;
+  }
+  const int64_t remaining = std::max<int64_t>(target_tokens - tokens, 0);
+  return static_cast<double>(remaining) / tokens_per_second;
+}
+
+std::string ShortJobId(const std::string& job_id, const std::string& sweep_id) {
+  const std::string prefix = sweep_id + "/";
+  if (!sweep_id.empty() && job_id.rfind(prefix, 0) == 0) return job_id.substr(prefix.size());
+  return job_id;
+}
+
+std::string MessageJson(const google::protobuf::Message& message, bool pretty) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = pretty;
+  std::string text;
+  if (!google::protobuf::util::MessageToJsonString(message, &text, options).ok()) return "{}";
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+std::string Table::Render() const {
+  std::vector<size_t> width(header_.size(), 0);
+  std::vector<bool> right(header_.size(), false);
+  std::vector<std::string> head(header_.size());
+  for (size_t c = 0; c < header_.size(); ++c) {
+    right[c] = !header_[c].empty() && header_[c][0] == '>';
+    head[c] = right[c] ? header_[c].substr(1) : header_[c];
+    width[c] = head[c].size();
+  }
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+    }
+  }
+  std::ostringstream out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t c = 0; c < width.size(); ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      const std::string pad(width[c] - std::min(width[c], cell.size()), ' ');
+      if (c > 0) text += "  ";
+      text += right[c] ? pad + cell : cell + (c + 1 < width.size() ? pad : "");
+    }
+    out << text << "\n";
+  };
+  line(head);
+  for (const auto& row : rows_) line(row);
+  return out.str();
+}
+
+std::string FormatSweep(const pb::SweepStatus& sweep) {
+  std::ostringstream out;
+  const pb::JobCounts& n = sweep.job_counts();
+  out << "sweep    " << sweep.sweep_id();
+  if (!sweep.spec().name().empty()) out << "  (" << sweep.spec().name() << ")";
+  out << "\n";
+  if (!sweep.spec().owner().empty()) out << "owner    " << sweep.spec().owner() << "\n";
+  out << "state    " << SweepStateName(sweep.state()) << "\n";
+  out << "jobs     " << n.total() << " total: " << n.pending() << " pending, " << n.leased()
+      << " leased, " << n.running() << " running, " << n.succeeded() << " succeeded, " << n.failed()
+      << " failed, " << n.cancelled() << " cancelled\n";
+  out << "created  " << FormatTime(sweep.create_time()) << "   updated "
+      << FormatTime(sweep.update_time());
+  if (sweep.has_end_time()) out << "   ended " << FormatTime(sweep.end_time());
+  out << "\n";
+  if (!sweep.message().empty()) out << "message  " << sweep.message() << "\n";
+  if (sweep.jobs_size() == 0) return out.str();
+
+  out << "\n";
+  Table table(
+      {"JOB", "STATE", ">ATTEMPTS", ">STEP", ">TOKENS", ">LOSS", ">VAL NLL", ">TOK/S", "WORKER"});
+  for (const pb::JobStatus& j : sweep.jobs()) {
+    const bool started = j.step() > 0 || j.tokens() > 0;
+    const int64_t target = TargetTokens(j.job());
+    std::string tokens = HumanTokens(j.tokens());
+    if (target > 0) tokens += "/" + HumanTokens(target);
+    table.AddRow({ShortJobId(j.job().job_id(), sweep.sweep_id()), JobStateName(j.state()),
+                  std::to_string(j.attempts()), std::to_string(j.step()), tokens,
+                  started ? Fixed(j.last_train_loss(), 4) : "-",
+                  j.last_val_nll() > 0 ? Fixed(j.last_val_nll(), 4) : "-",
+                  j.tokens_per_second() > 0 ? HumanRate(j.tokens_per_second()) : "-",
+                  j.worker_id().empty() ? "-" : j.worker_id()});
+  }
+  out << table.Render();
+  for (const pb::JobStatus& j : sweep.jobs()) {
+    if (!j.failure_reason().empty()) {
+      out << "\n" << ShortJobId(j.job().job_id(), sweep.sweep_id()) << ": " << j.failure_reason();
+    }
+  }
+  return out.str();
+}
+
+std::string FormatSweepList(const std::vector<pb::SweepStatus>& sweeps) {
+  Table table(
+      {"SWEEP", "NAME", "OWNER", "STATE", ">JOBS", ">DONE", ">RUNNING", ">FAILED", "CREATED"});
+  for (const pb::SweepStatus& s : sweeps) {
+    const pb::JobCounts& n = s.job_counts();
+    table.AddRow({s.sweep_id(), s.spec().name(), s.spec().owner().empty() ? "-" : s.spec().owner(),
+                  SweepStateName(s.state()), std::to_string(n.total()),
+                  std::to_string(n.succeeded()), std::to_string(n.running() + n.leased()),
+                  std::to_string(n.failed()), FormatTime(s.create_time())});
+  }
+  return table.Render();
+}
+
+std::string FormatReport(const pb::Report& r) {
+  std::ostringstream out;
+  const double level = r.confidence_level() > 0 ? r.confidence_level() : 0.95;
+  out << "report   " << r.sweep_id();
+  if (!r.sweep_name().empty()) out << "  (" << r.sweep_name() << ")";
+  out << "\nreference arm " << r.reference_arm() << ", " << Fixed(100 * level, 0) << "% intervals, "
+      << (r.complete() ? "complete" : "PARTIAL: jobs are still running") << "\n\n";
+  if (r.rows_size() == 0) {
+    out << "no paired rows yet\n";
+  } else {
+    const std::string ci = "CI" + Fixed(100 * level, 0);
+    Table table({"SCALE", ">MILESTONE", "ARM", "VS", ">N", ">REF NLL", ">ARM NLL", ">DELTA NLL",
+                 ">SD", ">" + ci + " LOW", ">" + ci + " HIGH", ">PPL", ">WINS", ">SIGN P", ">T P"});
+    bool any_control = false;
+    for (const pb::PairedRow& row : r.rows()) {
+      any_control = any_control || row.is_control();
+      table.AddRow({row.scale(), HumanTokens(row.milestone_tokens()),
+                    row.arm() + (row.is_control() ? "*" : ""), row.reference_arm(),
+                    std::to_string(row.n()), Fixed(row.mean_reference_nll(), 4),
+                    Fixed(row.mean_arm_nll(), 4), SignedFixed(row.mean_delta_nll(), 4),
+                    row.n() > 1 ? Fixed(row.sd_delta_nll(), 4) : "-",
+                    row.n() > 1 ? SignedFixed(row.t_ci_low(), 4) : "-",
+                    row.n() > 1 ? SignedFixed(row.t_ci_high(), 4) : "-",
+                    (row.ppl_change_of_mean_delta() > 0 ? "+" : "") +
+                        Percent(row.ppl_change_of_mean_delta(), 2),
+                    std::to_string(row.wins()) + "/" + std::to_string(row.n()),
+                    PValue(row.sign_test_p()), row.n() > 1 ? PValue(row.t_test_p()) : "-"});
+    }
+    out << table.Render();
+    out << "\nDELTA NLL = arm - reference in nats/token (negative: the arm is better); PPL = "
+           "exp(mean delta) - 1; WINS = pairs with delta < 0.\n";
+    if (any_control) out << "* a control, compared with its parent arm.\n";
+  }
+  if (r.missing_size() > 0) {
+    out << "\nmissing (" << r.missing_size() << "):\n";
+    for (const pb::MissingEntry& m : r.missing()) {
+      out << "  " << m.scale() << " seed " << m.seed() << " " << m.arm();
+      if (m.milestone_tokens() > 0) out << " @ " << HumanTokens(m.milestone_tokens());
+      out << ": " << (m.reason().empty() ? JobStateName(m.job_state()) : m.reason()) << "\n";
+    }
+  }
+  return out.str();
+}
+
+std::string FormatExpansion(const pb::SweepSpec& spec, const std::vector<pb::JobSpec>& jobs,
+                            bool list_jobs) {
+  std::ostringstream out;
+  std::vector<std::string> groups;
+  std::map<std::string, std::vector<const pb::JobSpec*>> by_group;
+  for (const pb::JobSpec& j : jobs) {
+    if (!by_group.count(j.pair_group())) groups.push_back(j.pair_group());
+    by_group[j.pair_group()].push_back(&j);
+  }
+  out << "sweep '" << spec.name() << "': " << jobs.size() << " jobs = " << spec.scales_size()
+      << " scale(s) x " << spec.seeds_size() << " seed(s) x (" << spec.arms_size() << " arm(s) + "
+      << spec.controls_size() << " control(s))\n";
+  out << "reference arm: "
+      << (spec.reference_arm().empty() ? std::string("block") : spec.reference_arm()) << "\n";
+  for (const pb::ControlSpec& c : spec.controls()) {
+    out << "control: " << c.arm() << " vs " << c.parent_arm() << ", stops at "
+        << HumanTokens(c.stop_at_tokens()) << " tokens\n";
+  }
+  out << "pair groups (" << groups.size() << "):\n";
+  for (const std::string& g : groups) {
+    const pb::JobSpec& first = *by_group[g].front();
+    const pb::ScheduleSpec& s = first.run().schedule();
+    out << "  " << g << ":";
+    for (const pb::JobSpec* j : by_group[g]) out << " " << j->arm();
+    out << "   (" << HumanTokens(s.total_tokens()) << " tokens, "
+        << CeilDiv(s.total_tokens(), s.global_batch_tokens()) << " steps, world size "
+        << first.run().parallel().world_size() << ")\n";
+  }
+  if (list_jobs) {
+    out << "\n";
+    Table table({"JOB", "ARM", "PRESET", ">WORLD", ">STEPS", ">TOKENS", ">PEAK LR", "PARENT"});
+    for (const pb::JobSpec& j : jobs) {
+      const pb::ScheduleSpec& s = j.run().schedule();
+      table.AddRow({j.job_id(), j.arm(),
+                    j.run().model().preset().empty() ? "-" : j.run().model().preset(),
+                    std::to_string(j.run().parallel().world_size()),
+                    std::to_string(CeilDiv(TargetTokens(j), s.global_batch_tokens())),
+                    HumanTokens(TargetTokens(j)), Printf("%g", j.run().optim().peak_lr()),
+                    j.control_parent_arm().empty() ? "-" : j.control_parent_arm()});
+    }
+    out << table.Render();
+  }
+  return out.str();
+}
+
+}  // namespace rdattn::client

@@ -1,0 +1,212 @@
+#include "client/settings.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+namespace rdattn::client {
+namespace {
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// gRPC metadata values must be printable ASCII.
+Status CheckToken(const std::string& token, const std::string& source) {
+  for (char c : token) {
+    if (c < 0x20 || c > 0x7e) {
+      return InvalidArgumentError(source + ": the token must be printable ASCII on one line");
+    }
+  }
+  return Status::Ok();
+}
+
+struct ConfigFile {
+  std::string path;
+  std::map<std::string, std::string> values;  // key -> scalar text
+};
+
+const char* const kConfigKeys[] = {"coordinator", "token",   "token_file",
+                                   "tls",         "ca_cert", "timeout_seconds"};
+
+StatusOr<ConfigFile> LoadConfig(const std::string& path, bool explicit_path) {
+  ConfigFile cfg;
+  cfg.path = path;
+  if (path.empty()) return cfg;
+  std::ifstream probe(path);
+  if (!probe) {
+    if (explicit_path) return NotFoundError(path + ": cannot open the config file");
+    return cfg;  // no config file: nothing to read
+  }
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  try {
+    const YAML::Node root = YAML::Load(*text);
+    if (root.IsNull()) return cfg;
+    if (!root.IsMap()) return InvalidArgumentError(path + ": expected a mapping of settings");
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const std::string key = it->first.as<std::string>();
+      bool known = false;
+      for (const char* k : kConfigKeys) known = known || key == k;
+      if (!known) {
+        return InvalidArgumentError(path + ": " + key + ": unknown key (valid: coordinator, " +
+                                    "token, token_file, tls, ca_cert, timeout_seconds)");
+      }
+      if (!it->second.IsScalar()) {
+        return InvalidArgumentError(path + ": " + key + ": expected a single value");
+      }
+      cfg.values[key] = it->second.Scalar();
+    }
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  return cfg;
+}
+
+std::optional<std::string> ConfigValue(const ConfigFile& cfg, const std::string& key) {
+  auto it = cfg.values.find(key);
+  if (it == cfg.values.end()) return std::nullopt;
+  return it->second;
+}
+
+StatusOr<std::string> TokenFromFile(const std::string& path, const std::string& source) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status().WithPrefix(source);
+  const std::string token = Trim(*text);
+  if (token.empty()) return InvalidArgumentError(source + ": " + path + " is empty");
+  return token;
+}
+
+StatusOr<bool> ParseBool(const std::string& value, const std::string& source) {
+  if (value == "true" || value == "1" || value == "yes") return true;
+  if (value == "false" || value == "0" || value == "no") return false;
+  return InvalidArgumentError(source + ": expected true or false, got '" + value + "'");
+}
+
+}  // namespace
+
+std::optional<std::string> ProcessEnv(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return UnavailableError(path + ": read failed");
+  return ss.str();
+}
+
+std::string ConfigPath(const Args& args, const EnvGetter& env, bool* explicit_path) {
+  *explicit_path = true;
+  if (auto p = args.Get("config")) return *p;
+  if (auto p = env("RDATTN_CONFIG"); p && !p->empty()) return *p;
+  *explicit_path = false;
+  if (auto x = env("XDG_CONFIG_HOME"); x && !x->empty()) return *x + "/rdattn/config.yaml";
+  if (auto h = env("HOME"); h && !h->empty()) return *h + "/.config/rdattn/config.yaml";
+  return "";
+}
+
+StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
+  bool explicit_path = false;
+  const std::string path = ConfigPath(args, env, &explicit_path);
+  RDATTN_ASSIGN_OR_RETURN(ConfigFile cfg, LoadConfig(path, explicit_path));
+  const std::string cfg_source = path;
+  Connection c;
+
+  // Address.
+  auto set_address = [&c](std::string address, std::string source) {
+    c.address = std::move(address);
+    c.address_source = std::move(source);
+  };
+  if (auto v = args.Get("coordinator")) {
+    set_address(*v, "--coordinator");
+  } else if (auto e = env("RDATTN_COORDINATOR"); e && !e->empty()) {
+    set_address(*e, "RDATTN_COORDINATOR");
+  } else if (auto k = ConfigValue(cfg, "coordinator")) {
+    set_address(*k, cfg_source + " (coordinator)");
+  } else {
+    set_address(kDefaultCoordinator, "default");
+  }
+  if (c.address.empty()) return InvalidArgumentError(c.address_source + ": empty address");
+
+  // Token: a value, or a file holding it.
+  auto set_token = [&c](std::string token, std::string source) {
+    c.token = std::move(token);
+    c.token_source = std::move(source);
+  };
+  auto token_file = [&c](const std::string& file, std::string source) -> Status {
+    c.token_source = std::move(source);
+    auto token = TokenFromFile(file, c.token_source);
+    if (!token.ok()) return token.status();
+    c.token = std::move(token).value();
+    return Status::Ok();
+  };
+  if (auto v = args.Get("token")) {
+    set_token(*v, "--token");
+  } else if (auto f = args.Get("token-file")) {
+    RDATTN_RETURN_IF_ERROR(token_file(*f, "--token-file"));
+  } else if (auto e = env("RDATTN_TOKEN"); e && !e->empty()) {
+    set_token(*e, "RDATTN_TOKEN");
+  } else if (auto ef = env("RDATTN_TOKEN_FILE"); ef && !ef->empty()) {
+    RDATTN_RETURN_IF_ERROR(token_file(*ef, "RDATTN_TOKEN_FILE"));
+  } else if (auto k = ConfigValue(cfg, "token")) {
+    set_token(*k, cfg_source + " (token)");
+  } else if (auto kf = ConfigValue(cfg, "token_file")) {
+    RDATTN_RETURN_IF_ERROR(token_file(*kf, cfg_source + " (token_file)"));
+  } else {
+    set_token("", "none");
+  }
+  c.token = Trim(c.token);
+  RDATTN_RETURN_IF_ERROR(CheckToken(c.token, c.token_source));
+
+  // TLS.
+  std::string ca_path;
+  if (auto v = args.Get("ca-cert")) {
+    ca_path = *v;
+  } else if (auto k = ConfigValue(cfg, "ca_cert")) {
+    ca_path = *k;
+  }
+  if (args.Has("tls")) {
+    c.tls = true;
+  } else if (auto k = ConfigValue(cfg, "tls")) {
+    RDATTN_ASSIGN_OR_RETURN(c.tls, ParseBool(*k, cfg_source + ": tls"));
+  }
+  if (!ca_path.empty()) {
+    c.tls = true;
+    RDATTN_ASSIGN_OR_RETURN(c.ca_cert_pem, ReadFile(ca_path));
+  }
+
+  // Deadline of unary calls.
+  std::optional<std::string> timeout = args.Get("timeout");
+  std::string timeout_source = "--timeout";
+  if (!timeout) {
+    timeout = ConfigValue(cfg, "timeout_seconds");
+    timeout_source = cfg_source + ": timeout_seconds";
+  }
+  if (timeout) {
+    char* end = nullptr;
+    const double seconds = std::strtod(timeout->c_str(), &end);
+    if (timeout->empty() || end != timeout->c_str() + timeout->size() || !(seconds > 0) ||
+        seconds > 86400) {
+      return InvalidArgumentError(timeout_source + ": expected seconds in (0, 86400], got '" +
+                                  *timeout + "'");
+    }
+    c.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));
+  }
+  return c;
+}
+
+}  // namespace rdattn::client

@@ -1,0 +1,535 @@
+// Core: shared machinery (job events, sweep state, ids, the reaper) and the SweepService side.
+// The WorkerService side is in core_workers.cc.
+#include "coordinator/core.h"
+
+#include <glog/logging.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "coordinator/proto_convert.h"
+#include "coordinator/report.h"
+#include "proto/contract/contract.h"
+
+namespace rdattn::coordinator {
+namespace {
+
+constexpr int kDefaultPageSize = 50;
+constexpr int kMaxPageSize = 500;
+constexpr int kWatchBatch = 256;
+constexpr char kPageTokenPrefix[] = "before:";
+
+StatusOr<int64_t> ParsePageToken(const std::string& token) {
+  if (token.empty()) return int64_t{0};
+  const std::string prefix = kPageTokenPrefix;
+  if (token.compare(0, prefix.size(), prefix) == 0) {
+    const std::string digits = token.substr(prefix.size());
+    if (!digits.empty() && digits.size() < 19 &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const int64_t seq = std::stoll(digits);
+      if (seq > 0) return seq;
+    }
+  }
+  return InvalidArgumentError("page_token: not a token this server issued");
+}
+
+}  // namespace
+
+Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options)
+    : clock_(clock), options_(options), store_(std::move(store)), rng_(std::random_device{}()) {}
+
+Core::~Core() { Shutdown(); }
+
+void Core::StartReaper() {
+  absl::MutexLock lock(&mu_);
+  if (reaper_.joinable() || shutting_down_) return;
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+void Core::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    work_cv_.SignalAll();
+    events_cv_.SignalAll();
+    reaper_cv_.SignalAll();
+  }
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void Core::ReaperLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!shutting_down_) {
+    reaper_cv_.WaitWithTimeout(&mu_, options_.reap_interval);
+    if (shutting_down_) break;
+    StatusOr<int> expired = ExpireLeasesLocked();
+    if (!expired.ok()) LOG(ERROR) << "lease reaper: " << expired.status().ToString();
+  }
+}
+
+int64_t Core::NowMicros() const { return absl::ToUnixMicros(clock_->Now()); }
+
+absl::Duration Core::WorkerLiveness() const {
+  if (options_.worker_liveness > absl::ZeroDuration()) return options_.worker_liveness;
+  return std::max(3 * options_.heartbeat_interval, options_.lease_ttl);
+}
+
+std::string Core::NewId(const std::string& prefix, int hex_digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = prefix;
+  uint64_t bits = rng_();
+  for (int i = 0; i < hex_digits; ++i) {
+    if (i == 16) bits = rng_();
+    id.push_back(kHex[bits & 0xf]);
+    bits >>= 4;
+  }
+  return id;
+}
+
+StatusOr<bool> Core::AppendEvent(EventRow& row) {
+  RDATTN_ASSIGN_OR_RETURN(bool stored, store_->AppendEvent(row));
+  if (stored) {
+    ++event_gen_;
+    events_cv_.SignalAll();  // watchers re-read once the transaction releases mu_
+  }
+  return stored;
+}
+
+void Core::NotifyWork() {
+  ++work_gen_;
+  work_cv_.SignalAll();
+}
+
+// --- job events and sweep state ------------------------------------------------------------
+
+StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventContext& ctx) {
+  const int64_t now = NowMicros();
+  TransitionInput input;
+  input.counted_attempts = job.attempts - job.preemptions;
+  input.max_attempts = job.max_attempts;
+  input.cancel_requested = job.cancel_requested;
+  RDATTN_ASSIGN_OR_RETURN(TransitionResult t, Transition(job.state, event, input));
+
+  for (JobAction action : t.actions) {
+    switch (action) {
+      case JobAction::kOpenAttempt: {
+        job.attempts += 1;
+        job.lease_id = NewId("ls-", 16);
+        job.lease_expiry_us = now + absl::ToInt64Microseconds(options_.lease_ttl);
+        job.worker_id = ctx.worker != nullptr ? ctx.worker->id : "";
+        job.worker_kind = ctx.worker != nullptr ? ctx.worker->kind : HardwareKind::kAny;
+        AttemptRow a;
+        a.job_id = job.id;
+        a.attempt = job.attempts;
+        a.lease_id = job.lease_id;
+        a.worker_id = job.worker_id;
+        a.worker_kind = job.worker_kind;
+        a.lease_us = now;
+        RDATTN_RETURN_IF_ERROR(store_->InsertAttempt(a));
+        break;
+      }
+      case JobAction::kMarkStarted: {
+        if (job.start_us == 0) job.start_us = now;
+        RDATTN_ASSIGN_OR_RETURN(AttemptRow a, store_->GetAttempt(job.id, job.attempts));
+        a.start_us = now;
+        RDATTN_RETURN_IF_ERROR(store_->UpdateAttempt(a));
+        break;
+      }
+      case JobAction::kCloseAttempt: {
+        RDATTN_ASSIGN_OR_RETURN(AttemptRow a, store_->GetAttempt(job.id, job.attempts));
+        a.end_us = now;
+        a.outcome = ctx.outcome;
+        a.exit_code = ctx.exit_code;
+        a.term_signal = ctx.term_signal;
+        a.stderr_tail = ctx.stderr_tail;
+        a.message = ctx.message;
+        RDATTN_RETURN_IF_ERROR(store_->UpdateAttempt(a));
+        job.lease_id.clear();
+        job.lease_expiry_us = 0;
+        break;
+      }
+      case JobAction::kRefundAttempt:
+        job.preemptions += 1;
+        break;
+      case JobAction::kRecordFailure:
+        job.failure_reason = ctx.reason;
+        break;
+      case JobAction::kRequestCancel:
+        job.cancel_requested = true;
+        break;
+      case JobAction::kFinish:
+        job.end_us = now;
+        if (t.new_state == JobState::kFailed && job.failure_reason.empty()) job.failure_reason = ctx.reason;
+        break;
+    }
+  }
+  const JobState from = job.state;
+  job.state = t.new_state;
+  job.update_us = now;
+  RDATTN_RETURN_IF_ERROR(store_->UpdateJob(job));
+  if (from == t.new_state) return t.new_state;
+
+  LOG(INFO) << "job " << job.id << ": " << JobStateName(from) << " -> " << JobStateName(t.new_state)
+            << " on " << JobEventName(event) << " (attempt " << job.attempts << ")"
+            << (ctx.reason.empty() ? "" : ": " + ctx.reason.substr(0, ctx.reason.find('\n')));
+  EventRow row;
+  row.sweep_id = job.sweep_id;
+  row.job_id = job.id;
+  row.kind = EventKind::kJobStateChange;
+  row.time_us = now;
+  pb::JobStateChange* change = row.event.mutable_job_state_change();
+  change->set_job_id(job.id);
+  change->set_from_state(ToProto(from));
+  change->set_to_state(ToProto(t.new_state));
+  change->set_attempt(job.attempts);
+  change->set_worker_id(job.worker_id);
+  change->set_reason(ctx.reason);
+  RDATTN_RETURN_IF_ERROR(AppendEvent(row).status());
+  if (t.new_state == JobState::kPending) NotifyWork();
+  RDATTN_RETURN_IF_ERROR(RefreshSweepState(job.sweep_id, ctx.reason));
+  return t.new_state;
+}
+
+Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& reason) {
+  RDATTN_ASSIGN_OR_RETURN(SweepRow sweep, store_->GetSweep(sweep_id));
+  RDATTN_ASSIGN_OR_RETURN(SweepFacts facts, store_->GetSweepFacts(sweep_id));
+  facts.cancel_requested = sweep.cancel_requested;
+  const SweepState next = DeriveSweepState(facts);
+  if (next == sweep.state) return Status::Ok();
+  const int64_t now = NowMicros();
+  const SweepState from = sweep.state;
+  sweep.state = next;
+  sweep.update_us = now;
+  if (IsTerminal(next)) sweep.end_us = now;
+  if (next == SweepState::kFailed && sweep.message.empty()) {
+    sweep.message = std::to_string(facts.failed) + " of " + std::to_string(facts.total) +
+                    " jobs FAILED";
+  }
+  RDATTN_RETURN_IF_ERROR(store_->UpdateSweep(sweep));
+  LOG(INFO) << "sweep " << sweep_id << ": " << SweepStateName(from) << " -> " << SweepStateName(next);
+  EventRow row;
+  row.sweep_id = sweep_id;
+  row.kind = EventKind::kSweepStateChange;
+  row.time_us = now;
+  pb::SweepStateChange* change = row.event.mutable_sweep_state_change();
+  change->set_from_state(ToProto(from));
+  change->set_to_state(ToProto(next));
+  change->set_reason(IsTerminal(next) && !sweep.message.empty() ? sweep.message : reason);
+  return AppendEvent(row).status();
+}
+
+StatusOr<pb::SweepStatus> Core::MakeSweepStatus(const SweepRow& row, bool with_jobs) {
+  pb::SweepStatus out;
+  out.set_sweep_id(row.id);
+  *out.mutable_spec() = row.spec;
+  out.set_state(ToProto(row.state));
+  out.set_message(row.message);
+  SetTimestamp(row.create_us, out.mutable_create_time());
+  SetTimestamp(row.update_us, out.mutable_update_time());
+  if (row.end_us != 0) SetTimestamp(row.end_us, out.mutable_end_time());
+  RDATTN_ASSIGN_OR_RETURN(SweepFacts f, store_->GetSweepFacts(row.id));
+  pb::JobCounts* c = out.mutable_job_counts();
+  c->set_total(f.total);
+  c->set_pending(f.pending);
+  c->set_leased(f.leased);
+  c->set_running(f.running);
+  c->set_succeeded(f.succeeded);
+  c->set_failed(f.failed);
+  c->set_cancelled(f.cancelled);
+  RDATTN_ASSIGN_OR_RETURN(int64_t last_seq, store_->LastSweepEventSeq(row.id));
+  out.set_last_event_seq(static_cast<uint64_t>(last_seq));
+  if (!with_jobs) return out;
+  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListJobs(row.id));
+  for (const JobRow& j : jobs) {
+    pb::JobStatus* s = out.add_jobs();
+    *s->mutable_job() = j.spec;
+    s->mutable_job()->set_attempt(j.attempts);
+    s->set_state(ToProto(j.state));
+    s->set_attempts(j.attempts);
+    s->set_worker_id(j.worker_id);
+    s->set_lease_id(j.lease_id);
+    s->set_step(j.step);
+    s->set_tokens(j.tokens);
+    s->set_last_train_loss(j.last_train_loss);
+    s->set_last_val_nll(j.last_val_nll);
+    s->set_tokens_per_second(j.tokens_per_second);
+    s->set_init_param_checksum(j.init_checksum);
+    s->set_last_checkpoint_path(j.last_checkpoint);
+    s->set_failure_reason(j.failure_reason);
+    SetTimestamp(j.create_us, s->mutable_create_time());
+    if (j.start_us != 0) SetTimestamp(j.start_us, s->mutable_start_time());
+    if (j.end_us != 0) SetTimestamp(j.end_us, s->mutable_end_time());
+    SetTimestamp(j.update_us, s->mutable_update_time());
+    s->set_hardware_kind(ToProto(j.worker_kind));
+  }
+  return out;
+}
+
+// --- SweepService --------------------------------------------------------------------------
+
+Status Core::InsertSweep(SweepRow& row, const std::vector<pb::JobSpec>& jobs) {
+  RDATTN_RETURN_IF_ERROR(store_->InsertSweep(row));
+  EventRow created;
+  created.sweep_id = row.id;
+  created.kind = EventKind::kSweepStateChange;
+  created.time_us = row.create_us;
+  created.event.mutable_sweep_state_change()->set_to_state(pb::SWEEP_STATE_PENDING);
+  created.event.mutable_sweep_state_change()->set_reason("submitted");
+  RDATTN_RETURN_IF_ERROR(AppendEvent(created).status());
+  for (const pb::JobSpec& spec : jobs) {
+    JobRow job;
+    job.id = spec.job_id();
+    job.sweep_id = row.id;
+    job.pair_group = spec.pair_group();
+    job.spec = spec;
+    if (job.spec.priority() == 0) job.spec.set_priority(row.spec.priority());
+    if (job.spec.hardware_kind() == pb::HARDWARE_KIND_UNSPECIFIED) {
+      job.spec.set_hardware_kind(row.spec.hardware_kind());
+    }
+    job.state = JobState::kPending;
+    job.max_attempts = row.max_attempts;
+    job.priority = job.spec.priority();
+    job.world_size = std::max(1, spec.run().parallel().world_size());
+    job.preferred_kind = HardwareKindFromProto(job.spec.hardware_kind());
+    job.create_us = row.create_us;
+    job.update_us = row.create_us;
+    RDATTN_RETURN_IF_ERROR(store_->InsertJob(job));
+    EventRow ev;
+    ev.sweep_id = row.id;
+    ev.job_id = job.id;
+    ev.kind = EventKind::kJobStateChange;
+    ev.time_us = row.create_us;
+    pb::JobStateChange* change = ev.event.mutable_job_state_change();
+    change->set_job_id(job.id);
+    change->set_to_state(pb::JOB_STATE_PENDING);
+    change->set_reason("submitted");
+    RDATTN_RETURN_IF_ERROR(AppendEvent(ev).status());
+  }
+  NotifyWork();
+  return Status::Ok();
+}
+
+StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest& req,
+                                                    const std::string& owner) {
+  pb::SweepSpec spec = req.spec();
+  if (!owner.empty()) spec.set_owner(owner);
+  std::vector<std::string> problems;
+  if (req.request_id().empty() && !req.validate_only()) problems.push_back("request_id: required");
+
+  pb::SubmitSweepResponse resp;
+  if (!req.request_id().empty() && !req.validate_only()) {
+    absl::MutexLock lock(&mu_);
+    RDATTN_ASSIGN_OR_RETURN(std::optional<SweepRow> existing,
+                            store_->FindSweepByRequestId(req.request_id()));
+    if (existing) {
+      if (!google::protobuf::util::MessageDifferencer::Equals(existing->spec, spec)) {
+        return Status(StatusCode::kAlreadyExists,
+                      "request_id: " + req.request_id() + " was used for a different spec (sweep " +
+                          existing->id + ")");
+      }
+      RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(*existing, /*with_jobs=*/false));
+      resp.set_created(false);
+      return resp;
+    }
+  }
+
+  std::string sweep_id;
+  if (!req.validate_only()) {
+    absl::MutexLock lock(&mu_);
+    sweep_id = NewId("sw-", 8);
+  }
+  StatusOr<std::vector<pb::JobSpec>> jobs = contract::ExpandSweep(spec, sweep_id);
+  if (!jobs.ok() || !problems.empty()) {
+    std::string msg;
+    for (const std::string& p : problems) msg += (msg.empty() ? "" : "; ") + p;
+    if (!jobs.ok()) {
+      if (jobs.status().code() != StatusCode::kInvalidArgument) return jobs.status();
+      msg += (msg.empty() ? "" : "; ") + jobs.status().message();
+    }
+    return InvalidArgumentError(msg);
+  }
+  if (req.validate_only()) {
+    *resp.mutable_sweep()->mutable_spec() = spec;
+    for (const pb::JobSpec& j : *jobs) *resp.add_planned_jobs() = j;
+    resp.set_created(false);
+    return resp;
+  }
+
+  absl::MutexLock lock(&mu_);
+  SweepRow row;
+  row.id = sweep_id;
+  row.request_id = req.request_id();
+  row.owner = spec.owner();
+  row.spec = spec;
+  row.state = SweepState::kPending;
+  row.max_attempts = spec.max_attempts() > 0 ? spec.max_attempts() : options_.default_max_attempts;
+  row.create_us = NowMicros();
+  row.update_us = row.create_us;
+  std::optional<SweepRow> raced;
+  Status st = store_->Transaction([&]() -> Status {
+    // A concurrent submission with the same request_id may have won while we expanded.
+    RDATTN_ASSIGN_OR_RETURN(raced, store_->FindSweepByRequestId(req.request_id()));
+    if (raced) return Status::Ok();
+    return InsertSweep(row, *jobs);
+  });
+  RDATTN_RETURN_IF_ERROR(st);
+  if (raced) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(raced->spec, spec)) {
+      return Status(StatusCode::kAlreadyExists, "request_id: " + req.request_id() +
+                                                    " was used for a different spec (sweep " +
+                                                    raced->id + ")");
+    }
+    RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(*raced, false));
+    resp.set_created(false);
+    return resp;
+  }
+  LOG(INFO) << "sweep " << row.id << " submitted by '" << row.owner << "': " << jobs->size()
+            << " jobs";
+  RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(row, false));
+  resp.set_created(true);
+  return resp;
+}
+
+StatusOr<pb::GetSweepResponse> Core::GetSweep(const pb::GetSweepRequest& req) {
+  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  absl::MutexLock lock(&mu_);
+  RDATTN_ASSIGN_OR_RETURN(SweepRow row, store_->GetSweep(req.sweep_id()));
+  pb::GetSweepResponse resp;
+  RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(),
+                          MakeSweepStatus(row, req.view() != pb::SWEEP_VIEW_BASIC));
+  return resp;
+}
+
+StatusOr<pb::ListSweepsResponse> Core::ListSweeps(const pb::ListSweepsRequest& req) {
+  if (req.page_size() < 0) return InvalidArgumentError("page_size: must be >= 0");
+  SweepFilter filter;
+  filter.owner = req.owner();
+  for (int i = 0; i < req.states_size(); ++i) {
+    StatusOr<SweepState> st = SweepStateFromProto(req.states(i));
+    if (!st.ok()) return InvalidArgumentError("states[" + std::to_string(i) + "]: not a sweep state");
+    filter.states.push_back(*st);
+  }
+  RDATTN_ASSIGN_OR_RETURN(filter.before_seq, ParsePageToken(req.page_token()));
+  const int page = req.page_size() == 0 ? kDefaultPageSize : std::min(req.page_size(), kMaxPageSize);
+  filter.limit = page + 1;  // one more tells whether there is a next page
+
+  absl::MutexLock lock(&mu_);
+  RDATTN_ASSIGN_OR_RETURN(std::vector<SweepRow> rows, store_->ListSweeps(filter));
+  pb::ListSweepsResponse resp;
+  const bool more = static_cast<int>(rows.size()) > page;
+  if (more) rows.resize(page);
+  for (const SweepRow& r : rows) {
+    RDATTN_ASSIGN_OR_RETURN(*resp.add_sweeps(), MakeSweepStatus(r, req.view() == pb::SWEEP_VIEW_FULL));
+  }
+  if (more) resp.set_next_page_token(kPageTokenPrefix + std::to_string(rows.back().seq));
+  return resp;
+}
+
+Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
+                        const CancelledFn& cancelled) {
+  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  int64_t cursor = static_cast<int64_t>(std::min<uint64_t>(req.after_seq(), INT64_MAX));
+  {
+    absl::MutexLock lock(&mu_);
+    RDATTN_RETURN_IF_ERROR(store_->GetSweep(req.sweep_id()).status());
+  }
+  uint64_t seen_gen = 0;
+  bool read_now = true;  // at the start, and after a batch (there may be more)
+  while (true) {
+    if (cancelled && cancelled()) return CancelledError("watch cancelled by the client");
+    std::vector<EventRow> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return UnavailableError("coordinator shutting down; resume the watch");
+      if (!read_now && event_gen_ == seen_gen) {
+        events_cv_.WaitWithTimeout(&mu_, options_.wait_slice);
+        if (shutting_down_) return UnavailableError("coordinator shutting down; resume the watch");
+        if (event_gen_ == seen_gen) continue;  // a slice passed: look at `cancelled` again
+      }
+      seen_gen = event_gen_;
+      read_now = false;
+      RDATTN_ASSIGN_OR_RETURN(batch, store_->ReadEvents(req.sweep_id(), cursor, kWatchBatch));
+      if (batch.empty()) {
+        RDATTN_ASSIGN_OR_RETURN(SweepRow sweep, store_->GetSweep(req.sweep_id()));
+        if (IsTerminal(sweep.state)) return Status::Ok();  // nothing more will come
+        continue;
+      }
+    }
+    for (const EventRow& e : batch) {
+      if (!send(e.event)) return CancelledError("watch stream closed by the client");
+      cursor = e.seq;
+      if (e.event.has_sweep_state_change()) {
+        StatusOr<SweepState> to = SweepStateFromProto(e.event.sweep_state_change().to_state());
+        if (to.ok() && IsTerminal(*to)) return Status::Ok();
+      }
+    }
+    read_now = true;
+  }
+}
+
+StatusOr<pb::CancelSweepResponse> Core::CancelSweep(const pb::CancelSweepRequest& req,
+                                                    const std::optional<std::string>& required_owner) {
+  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  absl::MutexLock lock(&mu_);
+  SweepRow sweep;
+  Status st = store_->Transaction([&]() -> Status {
+    RDATTN_ASSIGN_OR_RETURN(sweep, store_->GetSweep(req.sweep_id()));
+    if (required_owner && sweep.owner != *required_owner) {
+      return Status(StatusCode::kPermissionDenied,
+                    "sweep " + sweep.id + " belongs to another owner; researchers cancel only their own");
+    }
+    if (IsTerminal(sweep.state)) {
+      return FailedPreconditionError("sweep " + sweep.id + " already ended " +
+                                     std::string(SweepStateName(sweep.state)));
+    }
+    const std::string reason = req.reason().empty() ? "cancelled" : "cancelled: " + req.reason();
+    if (!sweep.cancel_requested) {
+      sweep.cancel_requested = true;
+      sweep.message = reason;
+      sweep.update_us = NowMicros();
+      RDATTN_RETURN_IF_ERROR(store_->UpdateSweep(sweep));
+      LOG(INFO) << "sweep " << sweep.id << ": " << reason;
+    }
+    RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListJobs(sweep.id));
+    for (JobRow& job : jobs) {
+      if (IsTerminal(job.state) || job.cancel_requested) continue;
+      EventContext ctx;
+      ctx.reason = reason;
+      RDATTN_RETURN_IF_ERROR(ApplyJobEvent(job, JobEvent::kCancel, ctx).status());
+    }
+    RDATTN_RETURN_IF_ERROR(RefreshSweepState(sweep.id, reason));
+    RDATTN_ASSIGN_OR_RETURN(sweep, store_->GetSweep(sweep.id));
+    return Status::Ok();
+  });
+  RDATTN_RETURN_IF_ERROR(st);
+  pb::CancelSweepResponse resp;
+  RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(sweep, false));
+  return resp;
+}
+
+StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req) {
+  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  if (req.confidence_level() < 0 || req.confidence_level() >= 1) {
+    return InvalidArgumentError("confidence_level: must be in (0, 1), or 0 for 0.95");
+  }
+  if (req.bootstrap_resamples() < 0) return InvalidArgumentError("bootstrap_resamples: must be >= 0");
+  ReportInput in;
+  {
+    absl::MutexLock lock(&mu_);
+    RDATTN_ASSIGN_OR_RETURN(in.sweep, store_->GetSweep(req.sweep_id()));
+    RDATTN_ASSIGN_OR_RETURN(in.jobs, store_->ListJobs(req.sweep_id()));
+    RDATTN_ASSIGN_OR_RETURN(in.eval_events,
+                            store_->ReadMetricEvents(req.sweep_id(), pb::MetricEvent::KIND_EVAL));
+  }
+  in.reference_arm = req.reference_arm();
+  in.confidence_level = req.confidence_level() == 0 ? 0.95 : req.confidence_level();
+  in.bootstrap_resamples = req.bootstrap_resamples();
+  in.now_us = NowMicros();
+  pb::GetReportResponse resp;
+  *resp.mutable_report() = BuildReport(in);
+  return resp;
+}
+
+}  // namespace rdattn::coordinator

@@ -1,0 +1,149 @@
+// The coordinator's core: what each RPC of SweepService and WorkerService does, without gRPC.
+// It owns the store, runs the job state machine and the scheduler inside store transactions,
+// assigns ids and leases, fans events out to watchers and expires leases (the reaper thread).
+// service.cc only authenticates, calls one method here and maps the Status to gRPC.
+//
+// Thread-safe: one mutex serializes every store access (one SQLite connection). Long waits
+// (LeaseJob's long poll, WatchSweep) wait on condition variables with that mutex released, in
+// real-time slices so that they notice a cancelled call and Shutdown() promptly. Leases and
+// timestamps use the injected Clock.
+#pragma once
+
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
+#include <absl/time/time.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "coordinator/clock.h"
+#include "coordinator/job_state_machine.h"
+#include "coordinator/store.h"
+#include "rdattn/v1/coordinator.pb.h"
+
+namespace rdattn::coordinator {
+
+struct CoreOptions {
+  absl::Duration lease_ttl = absl::Seconds(60);           // a lease lives this long unrenewed
+  absl::Duration heartbeat_interval = absl::Seconds(10);  // told to workers
+  absl::Duration max_lease_wait = absl::Seconds(30);      // cap on LeaseJob's `wait`
+  absl::Duration cancel_grace = absl::Seconds(30);        // CancelOrder.grace (≤ lease_ttl / 2)
+  absl::Duration reap_interval = absl::Seconds(1);        // how often the reaper looks
+  // A worker is live (for the scheduler's kind rules) while seen within this window;
+  // zero: max(3 × heartbeat_interval, lease_ttl).
+  absl::Duration worker_liveness = absl::ZeroDuration();
+  // Real-time slice of long waits: how soon a cancelled call or shutdown is noticed.
+  absl::Duration wait_slice = absl::Milliseconds(100);
+  int default_max_attempts = 3;  // for sweeps with max_attempts = 0
+};
+
+class Core {
+ public:
+  // `clock` is borrowed and must outlive the core.
+  Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options);
+  ~Core();  // Shutdown()
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // Starts the reaper thread (expires leases every reap_interval). Tests may instead call
+  // ExpireLeases() directly.
+  void StartReaper();
+  // Wakes every long poll and watch (they return) and stops the reaper. Idempotent.
+  void Shutdown();
+
+  const CoreOptions& options() const { return options_; }
+
+  // Returns true when the caller has gone away (e.g. grpc::ServerContext::IsCancelled).
+  using CancelledFn = std::function<bool()>;
+  // Sends one event of a watch; false when the stream is broken.
+  using SendFn = std::function<bool(const pb::WatchEvent&)>;
+
+  // --- SweepService. Errors per coordinator.proto.
+  // `owner`: the caller's identity; when non-empty it overwrites spec.owner.
+  StatusOr<pb::SubmitSweepResponse> SubmitSweep(const pb::SubmitSweepRequest& req,
+                                                const std::string& owner);
+  StatusOr<pb::GetSweepResponse> GetSweep(const pb::GetSweepRequest& req);
+  StatusOr<pb::ListSweepsResponse> ListSweeps(const pb::ListSweepsRequest& req);
+  // Streams events with seq > after_seq, then live ones. Returns OK after the sweep's terminal
+  // state change (or at once when the sweep ended before after_seq), CANCELLED when
+  // `cancelled` or `send` fails, UNAVAILABLE on Shutdown().
+  Status WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
+                    const CancelledFn& cancelled);
+  // `required_owner`: when set, a sweep of another owner is PERMISSION_DENIED.
+  StatusOr<pb::CancelSweepResponse> CancelSweep(const pb::CancelSweepRequest& req,
+                                                const std::optional<std::string>& required_owner);
+  StatusOr<pb::GetReportResponse> GetReport(const pb::GetReportRequest& req);
+
+  // --- WorkerService.
+  StatusOr<pb::RegisterWorkerResponse> RegisterWorker(const pb::RegisterWorkerRequest& req);
+  // Long poll: waits up to min(req.wait, max_lease_wait) of real time for a job that fits.
+  StatusOr<pb::LeaseJobResponse> LeaseJob(const pb::LeaseJobRequest& req,
+                                          const CancelledFn& cancelled);
+  StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req);
+  struct ProgressResult {
+    bool stored = false;   // false: a duplicate (job, attempt, seq)
+    int64_t last_seq = 0;  // highest MetricEvent.seq stored for the lease's attempt
+  };
+  // One message of a ReportProgress stream. A lease that is not held: ABORTED.
+  StatusOr<ProgressResult> RecordProgress(const std::string& lease_id, const pb::MetricEvent& event);
+  StatusOr<pb::CompleteJobResponse> CompleteJob(const pb::CompleteJobRequest& req);
+
+  // Ends every lease past its expiry (requeue, or FAILED after max_attempts, or CANCELLED
+  // when a cancel was pending). Returns how many. The reaper calls it.
+  StatusOr<int> ExpireLeases();
+
+ private:
+  // What a job event needs besides the job row.
+  struct EventContext {
+    const WorkerRow* worker = nullptr;  // kLease
+    std::string outcome;                // attempt outcome label (kCloseAttempt)
+    int exit_code = 0;
+    int term_signal = 0;
+    std::string stderr_tail;
+    std::string message;
+    std::string reason;  // JobStateChange.reason, failure_reason
+  };
+
+  StatusOr<JobState> ApplyJobEvent(JobRow& job, JobEvent event, const EventContext& ctx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status RefreshSweepState(const std::string& sweep_id, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores an event and wakes the watchers; false for a duplicate metric event.
+  StatusOr<bool> AppendEvent(EventRow& row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the long polls: a job became PENDING or a worker freed slots.
+  void NotifyWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<pb::SweepStatus> MakeSweepStatus(const SweepRow& row, bool with_jobs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status InsertSweep(SweepRow& row, const std::vector<pb::JobSpec>& jobs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<std::optional<pb::LeaseJobResponse>> TryLease(const WorkerRow& worker, int free_slots)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<int> ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewId(const std::string& prefix, int hex_digits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t NowMicros() const;
+  absl::Duration WorkerLiveness() const;
+  void ReaperLoop();
+
+  const Clock* clock_;  // never null
+  const CoreOptions options_;
+
+  absl::Mutex mu_;
+  std::unique_ptr<Store> store_ ABSL_GUARDED_BY(mu_);  // never null
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Waiters re-query the store only when a generation moved (not on every wait slice).
+  uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;   // NotifyWork() calls
+  uint64_t event_gen_ ABSL_GUARDED_BY(mu_) = 0;  // events stored
+  absl::CondVar work_cv_;    // work_gen_ moved
+  absl::CondVar events_cv_;  // event_gen_ moved
+  absl::CondVar reaper_cv_;  // shutdown
+  std::thread reaper_;
+};
+
+}  // namespace rdattn::coordinator

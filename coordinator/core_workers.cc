@@ -1,0 +1,341 @@
+// Core: the WorkerService side — registration, leases (long poll + scheduler), heartbeats,
+// progress events, completion, and lease expiry.
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "coordinator/core.h"
+#include "coordinator/proto_convert.h"
+#include "coordinator/scheduler.h"
+
+namespace rdattn::coordinator {
+namespace {
+
+constexpr size_t kMaxStderrTailBytes = 64 * 1024;   // stored per attempt
+constexpr size_t kMaxReasonTailBytes = 2 * 1024;    // quoted in failure_reason
+
+// The last `max` bytes of `s`, marked when cut.
+std::string Tail(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  return "[...]" + s.substr(s.size() - max);
+}
+
+std::string OutcomeLabel(pb::JobOutcome outcome) {
+  switch (outcome) {
+    case pb::JOB_OUTCOME_SUCCEEDED: return "SUCCEEDED";
+    case pb::JOB_OUTCOME_FAILED: return "FAILED";
+    case pb::JOB_OUTCOME_CANCELLED: return "CANCELLED";
+    case pb::JOB_OUTCOME_PREEMPTED: return "PREEMPTED";
+    default: return "UNSPECIFIED";
+  }
+}
+
+// "attempt 2 on worker wk-1 failed: exit code 1: <message>; stderr tail:\n..."
+std::string FailureReason(const JobRow& job, const pb::CompleteJobRequest& req) {
+  std::string r = "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id + " failed: ";
+  if (req.term_signal() != 0) {
+    r += "killed by signal " + std::to_string(req.term_signal());
+  } else {
+    r += "exit code " + std::to_string(req.exit_code());
+  }
+  if (!req.message().empty()) r += ": " + req.message();
+  if (!req.stderr_tail().empty()) r += "; stderr tail:\n" + Tail(req.stderr_tail(), kMaxReasonTailBytes);
+  return r;
+}
+
+Status LeaseNotHeld(const std::string& lease_id) {
+  return AbortedError("lease " + lease_id + " is not held (expired, completed or unknown)");
+}
+
+}  // namespace
+
+StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWorkerRequest& req) {
+  std::string problems;
+  auto add = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  if (req.kind() != pb::HARDWARE_KIND_CPU && req.kind() != pb::HARDWARE_KIND_GPU) {
+    add("kind: must be HARDWARE_KIND_CPU or HARDWARE_KIND_GPU");
+  }
+  if (req.slots() <= 0) add("slots: must be > 0");
+  if (!problems.empty()) return InvalidArgumentError(problems);
+
+  absl::MutexLock lock(&mu_);
+  WorkerRow w;
+  w.id = req.worker_id().empty() ? NewId("wk-", 8) : req.worker_id();
+  w.hostname = req.hostname();
+  w.kind = HardwareKindFromProto(req.kind());
+  w.slots = req.slots();
+  w.free_slots = req.slots();
+  w.registration = req;
+  w.registration.set_worker_id(w.id);
+  w.registered_us = NowMicros();
+  w.last_seen_us = w.registered_us;
+  RDATTN_RETURN_IF_ERROR(store_->UpsertWorker(w));
+  LOG(INFO) << "worker " << w.id << " registered: host '" << w.hostname << "', "
+            << (w.kind == HardwareKind::kGpu ? "gpu" : "cpu") << ", " << w.slots << " slots";
+  NotifyWork();
+  pb::RegisterWorkerResponse resp;
+  resp.set_worker_id(w.id);
+  SetDuration(options_.heartbeat_interval, resp.mutable_heartbeat_interval());
+  SetDuration(options_.lease_ttl, resp.mutable_lease_ttl());
+  return resp;
+}
+
+StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& worker, int free_slots) {
+  std::optional<pb::LeaseJobResponse> out;
+  Status st = store_->Transaction([&]() -> Status {
+    const int64_t now = NowMicros();
+    RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker.id, now, free_slots));
+    RDATTN_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, store_->ListPending());
+    if (pending.empty()) return Status::Ok();
+    ClusterView cluster;
+    RDATTN_ASSIGN_OR_RETURN(cluster.group_kinds, store_->PendingGroupKinds());
+    RDATTN_ASSIGN_OR_RETURN(cluster.live_workers,
+                            store_->LiveWorkersByKind(now - absl::ToInt64Microseconds(WorkerLiveness())));
+    WorkerOffer offer;
+    offer.free_slots = free_slots;
+    offer.kind = worker.kind;
+    std::optional<size_t> pick = PickJob(pending, offer, cluster);
+    if (!pick) return Status::Ok();
+    RDATTN_ASSIGN_OR_RETURN(JobRow job, store_->GetJob(pending[*pick].job_id));
+    EventContext ctx;
+    ctx.worker = &worker;
+    ctx.reason = "leased to worker " + worker.id;
+    RDATTN_RETURN_IF_ERROR(ApplyJobEvent(job, JobEvent::kLease, ctx).status());
+    pb::LeaseJobResponse resp;
+    *resp.mutable_job() = job.spec;
+    resp.mutable_job()->set_attempt(job.attempts);
+    resp.set_lease_id(job.lease_id);
+    SetTimestamp(job.lease_expiry_us, resp.mutable_lease_expire_time());
+    resp.set_resume_checkpoint_path(job.last_checkpoint);
+    out = std::move(resp);
+    return Status::Ok();
+  });
+  RDATTN_RETURN_IF_ERROR(st);
+  return out;
+}
+
+StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
+                                              const CancelledFn& cancelled) {
+  if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
+  if (req.free_slots() < 0) return InvalidArgumentError("free_slots: must be >= 0");
+  absl::Duration wait = FromProto(req.wait());
+  if (wait < absl::ZeroDuration()) return InvalidArgumentError("wait: must be >= 0");
+  wait = std::min(wait, options_.max_lease_wait);
+  // The long poll waits in real time; the lease itself uses the injected clock.
+  const absl::Time deadline = absl::Now() + wait;
+
+  absl::MutexLock lock(&mu_);
+  RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker, store_->GetWorker(req.worker_id()));
+  if (!worker) return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
+  bool first = true;
+  uint64_t seen_gen = 0;
+  while (true) {
+    if (shutting_down_) return pb::LeaseJobResponse();
+    // Ask the scheduler at the start and whenever the work generation moved.
+    if (first || work_gen_ != seen_gen) {
+      first = false;
+      seen_gen = work_gen_;
+      RDATTN_ASSIGN_OR_RETURN(std::optional<pb::LeaseJobResponse> leased,
+                              TryLease(*worker, req.free_slots()));
+      if (leased) return std::move(*leased);
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline || (cancelled && cancelled())) return pb::LeaseJobResponse();
+    work_cv_.WaitWithDeadline(&mu_, std::min(deadline, now + options_.wait_slice));
+  }
+}
+
+StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req) {
+  if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
+  absl::MutexLock lock(&mu_);
+  RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker, store_->GetWorker(req.worker_id()));
+  if (!worker) return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
+  pb::HeartbeatResponse resp;
+  const absl::Duration grace = std::min(options_.cancel_grace, options_.lease_ttl / 2);
+  Status st = store_->Transaction([&]() -> Status {
+    const int64_t now = NowMicros();
+    RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker->id, now, std::max(0, req.free_slots())));
+    for (const pb::LeaseProgress& lp : req.leases()) {
+      RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> job, store_->FindJobByLease(lp.lease_id()));
+      if (!job || job->worker_id != worker->id) {
+        resp.add_lost_lease_ids(lp.lease_id());
+        continue;
+      }
+      if (lp.ranks_started() && job->state == JobState::kLeased) {
+        EventContext ctx;
+        ctx.reason = "ranks started on worker " + worker->id;
+        RDATTN_RETURN_IF_ERROR(ApplyJobEvent(*job, JobEvent::kStart, ctx).status());
+      }
+      if (job->cancel_requested) {
+        // Not renewed: the worker stops the ranks and calls CompleteJob(CANCELLED) before the
+        // lease runs out; otherwise the reaper ends the job CANCELLED.
+        pb::CancelOrder* order = resp.add_cancel_orders();
+        order->set_lease_id(lp.lease_id());
+        order->set_job_id(job->id);
+        RDATTN_ASSIGN_OR_RETURN(SweepRow sweep, store_->GetSweep(job->sweep_id));
+        order->set_reason(sweep.message.empty() ? "cancelled" : sweep.message);
+        SetDuration(grace, order->mutable_grace());
+        continue;
+      }
+      job->lease_expiry_us = now + absl::ToInt64Microseconds(options_.lease_ttl);
+      if (lp.step() > 0 || lp.tokens() > 0) {
+        job->step = std::max(job->step, lp.step());
+        job->tokens = std::max(job->tokens, lp.tokens());
+      }
+      job->update_us = now;
+      RDATTN_RETURN_IF_ERROR(store_->UpdateJob(*job));
+      pb::LeaseRenewal* renewal = resp.add_renewed();
+      renewal->set_lease_id(lp.lease_id());
+      SetTimestamp(job->lease_expiry_us, renewal->mutable_expire_time());
+      RDATTN_ASSIGN_OR_RETURN(int64_t last, store_->MaxMetricSeq(job->id, job->attempts));
+      renewal->set_last_stored_event_seq(static_cast<uint64_t>(last));
+    }
+    return Status::Ok();
+  });
+  RDATTN_RETURN_IF_ERROR(st);
+  SetDuration(options_.heartbeat_interval, resp.mutable_heartbeat_interval());
+  VLOG(2) << "heartbeat from " << worker->id << ": " << req.leases_size() << " leases, "
+          << resp.lost_lease_ids_size() << " lost, " << resp.cancel_orders_size() << " cancel orders";
+  return resp;
+}
+
+StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
+                                                    const pb::MetricEvent& event) {
+  if (lease_id.empty()) return InvalidArgumentError("lease_id: required");
+  if (event.seq() == 0) return InvalidArgumentError("event.seq: must be >= 1");
+  absl::MutexLock lock(&mu_);
+  ProgressResult result;
+  Status st = store_->Transaction([&]() -> Status {
+    RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(lease_id));
+    if (!found) return LeaseNotHeld(lease_id);
+    JobRow& job = *found;
+    if (!event.job_id().empty() && event.job_id() != job.id) {
+      return InvalidArgumentError("event.job_id: " + event.job_id() + " is not the lease's job " + job.id);
+    }
+    if (event.attempt() != 0 && event.attempt() != job.attempts) {
+      return InvalidArgumentError("event.attempt: " + std::to_string(event.attempt()) +
+                                  " is not the lease's attempt " + std::to_string(job.attempts));
+    }
+    // The first event of a lease means the ranks run.
+    if (job.state == JobState::kLeased) {
+      EventContext ctx;
+      ctx.reason = "first progress event from worker " + job.worker_id;
+      RDATTN_RETURN_IF_ERROR(ApplyJobEvent(job, JobEvent::kStart, ctx).status());
+    }
+    EventRow row;
+    row.sweep_id = job.sweep_id;
+    row.job_id = job.id;
+    row.kind = EventKind::kMetric;
+    row.attempt = job.attempts;
+    row.metric_seq = static_cast<int64_t>(event.seq());
+    row.metric_kind = event.kind();
+    row.time_us = NowMicros();
+    pb::MetricEvent* ev = row.event.mutable_metric_event();
+    *ev = event;
+    ev->set_job_id(job.id);
+    ev->set_attempt(job.attempts);
+    RDATTN_ASSIGN_OR_RETURN(result.stored, AppendEvent(row));
+    if (result.stored) {
+      switch (event.kind()) {
+        case pb::MetricEvent::KIND_INIT:
+          if (!event.init_param_checksum().empty()) job.init_checksum = event.init_param_checksum();
+          break;
+        case pb::MetricEvent::KIND_TRAIN_STEP:
+          job.last_train_loss = event.train_loss();
+          job.tokens_per_second = event.tokens_per_second();
+          break;
+        case pb::MetricEvent::KIND_EVAL:
+          job.last_val_nll = event.val_nll();
+          break;
+        case pb::MetricEvent::KIND_CHECKPOINT:
+          if (!event.checkpoint_path().empty()) job.last_checkpoint = event.checkpoint_path();
+          break;
+        default:
+          break;
+      }
+      if (event.kind() != pb::MetricEvent::KIND_FAILED && event.kind() != pb::MetricEvent::KIND_UNSPECIFIED) {
+        job.step = event.step();
+        job.tokens = event.tokens();
+      }
+      job.update_us = row.time_us;
+      RDATTN_RETURN_IF_ERROR(store_->UpdateJob(job));
+    }
+    RDATTN_ASSIGN_OR_RETURN(result.last_seq, store_->MaxMetricSeq(job.id, job.attempts));
+    return Status::Ok();
+  });
+  RDATTN_RETURN_IF_ERROR(st);
+  return result;
+}
+
+StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest& req) {
+  if (req.lease_id().empty()) return InvalidArgumentError("lease_id: required");
+  JobEvent event;
+  switch (req.outcome()) {
+    case pb::JOB_OUTCOME_SUCCEEDED: event = JobEvent::kCompleteSucceeded; break;
+    case pb::JOB_OUTCOME_FAILED: event = JobEvent::kCompleteFailed; break;
+    case pb::JOB_OUTCOME_CANCELLED: event = JobEvent::kCompleteCancelled; break;
+    case pb::JOB_OUTCOME_PREEMPTED: event = JobEvent::kCompletePreempted; break;
+    default: return InvalidArgumentError("outcome: must be SUCCEEDED, FAILED, CANCELLED or PREEMPTED");
+  }
+  absl::MutexLock lock(&mu_);
+  pb::CompleteJobResponse resp;
+  Status st = store_->Transaction([&]() -> Status {
+    RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(req.lease_id()));
+    if (!found) return LeaseNotHeld(req.lease_id());
+    JobRow& job = *found;
+    if (!req.worker_id().empty() && req.worker_id() != job.worker_id) {
+      return AbortedError("lease " + req.lease_id() + " is held by another worker");
+    }
+    if (!req.job_id().empty() && req.job_id() != job.id) {
+      return InvalidArgumentError("job_id: " + req.job_id() + " is not the lease's job " + job.id);
+    }
+    if (!req.checkpoint_path().empty()) job.last_checkpoint = req.checkpoint_path();
+    EventContext ctx;
+    ctx.outcome = OutcomeLabel(req.outcome());
+    ctx.exit_code = req.exit_code();
+    ctx.term_signal = req.term_signal();
+    ctx.stderr_tail = Tail(req.stderr_tail(), kMaxStderrTailBytes);
+    ctx.message = req.message();
+    switch (event) {
+      case JobEvent::kCompleteFailed: ctx.reason = FailureReason(job, req); break;
+      case JobEvent::kCompletePreempted:
+        ctx.reason = "attempt " + std::to_string(job.attempts) + " preempted on worker " + job.worker_id;
+        break;
+      case JobEvent::kCompleteCancelled: ctx.reason = "stopped on a cancel order"; break;
+      default: ctx.reason = "completed on worker " + job.worker_id; break;
+    }
+    RDATTN_ASSIGN_OR_RETURN(JobState next, ApplyJobEvent(job, event, ctx));
+    resp.set_job_state(ToProto(next));
+    resp.set_will_retry(next == JobState::kPending);
+    return Status::Ok();
+  });
+  RDATTN_RETURN_IF_ERROR(st);
+  return resp;
+}
+
+StatusOr<int> Core::ExpireLeases() {
+  absl::MutexLock lock(&mu_);
+  return ExpireLeasesLocked();
+}
+
+StatusOr<int> Core::ExpireLeasesLocked() {
+  int expired = 0;
+  Status st = store_->Transaction([&]() -> Status {
+    RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListExpiredLeases(NowMicros()));
+    for (JobRow& job : jobs) {
+      EventContext ctx;
+      ctx.outcome = "LEASE_EXPIRED";
+      ctx.reason = "lease expired on worker " + job.worker_id + " (attempt " +
+                   std::to_string(job.attempts) + ")";
+      LOG(WARNING) << "job " << job.id << ": " << ctx.reason;
+      RDATTN_RETURN_IF_ERROR(ApplyJobEvent(job, JobEvent::kLeaseExpired, ctx).status());
+      ++expired;
+    }
+    return Status::Ok();
+  });
+  RDATTN_RETURN_IF_ERROR(st);
+  return expired;
+}
+
+}  // namespace rdattn::coordinator

@@ -1,0 +1,172 @@
+// rdattn-coordinator: opens the SQLite store, serves SweepService, WorkerService and
+// grpc.health.v1, expires leases, and shuts down gracefully on SIGTERM/SIGINT. The first line on
+// stdout is "listening on HOST:PORT" (tests read the OS-chosen port from it); logs go to stderr.
+// docs/coordinator.md lists the flags. Flags are spelled --flag-name (as documented) or
+// --flag_name (abseil's spelling).
+#include <absl/flags/flag.h>
+#include <absl/flags/parse.h>
+#include <absl/flags/usage.h>
+#include <glog/logging.h>
+#include <grpcpp/security/server_credentials.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/auth.h"
+#include "coordinator/clock.h"
+#include "coordinator/core.h"
+#include "coordinator/service.h"
+#include "coordinator/store.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "host:port to serve on; port 0 picks a free port");
+ABSL_FLAG(std::string, db, "rdattn.db", "SQLite database file (created if missing; WAL mode)");
+ABSL_FLAG(int, lease_seconds, 60, "lease lifetime without a heartbeat renewal");
+ABSL_FLAG(int, heartbeat_seconds, 10, "heartbeat interval told to workers");
+ABSL_FLAG(int, max_attempts, 3, "attempts per job for sweeps that leave max_attempts at 0");
+ABSL_FLAG(std::string, tokens_file, "",
+          "bearer tokens, lines 'TOKEN ROLE NAME' (roles researcher|worker|admin); "
+          "empty: authentication OFF");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (TLS when given with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(int, shutdown_grace_seconds, 5, "on SIGTERM/SIGINT: time in-flight calls get to finish");
+
+namespace {
+
+using namespace rdattn;               // NOLINT: a binary's main file
+using namespace rdattn::coordinator;  // NOLINT
+
+// --flag-name -> --flag_name, up to '=' (values are left alone).
+std::vector<std::string> NormalizeFlagSpelling(int argc, char** argv) {
+  std::vector<std::string> out(argv, argv + argc);
+  for (size_t i = 1; i < out.size(); ++i) {
+    std::string& arg = out[i];
+    if (arg == "--") break;
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+    for (size_t k = 2; k < arg.size() && arg[k] != '='; ++k) {
+      if (arg[k] == '-') arg[k] = '_';
+    }
+  }
+  return out;
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot read " + path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const std::string& cert,
+                                                               const std::string& key) {
+  if (cert.empty() && key.empty()) return std::shared_ptr<grpc::ServerCredentials>();
+  if (cert.empty() || key.empty()) {
+    return InvalidArgumentError("--tls-cert and --tls-key must be given together");
+  }
+  RDATTN_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert));
+  RDATTN_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key));
+  grpc::SslServerCredentialsOptions opts;
+  opts.pem_key_cert_pairs.push_back({key_pem, cert_pem});
+  return grpc::SslServerCredentials(opts);
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "rdattn-coordinator: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals before any thread starts, so only the waiter below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::SetProgramUsageMessage("rdattn-coordinator --listen HOST:PORT --db FILE [--tokens-file FILE]");
+  std::vector<std::string> args = NormalizeFlagSpelling(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+  const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  if (rest.size() > 1) return Fail(InvalidArgumentError(std::string("unexpected argument: ") + rest[1]));
+
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  const int lease_s = absl::GetFlag(FLAGS_lease_seconds);
+  const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_seconds);
+  if (lease_s <= 0) return Fail(InvalidArgumentError("--lease-seconds: must be > 0"));
+  if (heartbeat_s <= 0) return Fail(InvalidArgumentError("--heartbeat-seconds: must be > 0"));
+  if (heartbeat_s >= lease_s) {
+    LOG(WARNING) << "--heartbeat-seconds " << heartbeat_s << " >= --lease-seconds " << lease_s
+                 << ": leases will expire between heartbeats";
+  }
+  if (absl::GetFlag(FLAGS_max_attempts) <= 0) return Fail(InvalidArgumentError("--max-attempts: must be > 0"));
+
+  Authenticator auth;
+  const std::string tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  if (tokens_file.empty()) {
+    LOG(WARNING) << "authentication is OFF (no --tokens-file): every caller is an admin. "
+                    "Use --tokens-file outside a trusted loopback setup.";
+  } else {
+    StatusOr<std::vector<TokenEntry>> tokens = LoadTokensFile(tokens_file);
+    if (!tokens.ok()) return Fail(tokens.status());
+    LOG(INFO) << "authentication on: " << tokens->size() << " tokens from " << tokens_file;
+    auth = Authenticator(std::move(*tokens));
+  }
+  StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+      Credentials(absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key));
+  if (!creds.ok()) return Fail(creds.status());
+
+  const std::string db_path = absl::GetFlag(FLAGS_db);
+  StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path);
+  if (!store.ok()) return Fail(store.status());
+
+  SystemClock clock;
+  CoreOptions options;
+  options.lease_ttl = absl::Seconds(lease_s);
+  options.heartbeat_interval = absl::Seconds(heartbeat_s);
+  options.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  options.reap_interval = std::min(absl::Seconds(1), options.lease_ttl / 4);
+  Core core(std::move(*store), &clock, options);
+  core.StartReaper();
+
+  ServerOptions server_options;
+  server_options.listen = absl::GetFlag(FLAGS_listen);
+  server_options.credentials = *creds;
+  StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(&core, &auth, server_options);
+  if (!server.ok()) return Fail(server.status());
+
+  const std::string& listen = server_options.listen;
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  std::printf("listening on %s:%d\n", host.c_str(), (*server)->port());
+  std::fflush(stdout);
+  LOG(INFO) << "rdattn-coordinator serving on " << host << ":" << (*server)->port() << " ("
+            << (*creds ? "TLS" : "plaintext") << "), database " << db_path << ", lease " << lease_s
+            << " s, heartbeat " << heartbeat_s << " s";
+
+  CoordinatorServer* srv = server->get();
+  const absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  std::thread waiter([&signals, srv, grace] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    LOG(INFO) << "signal " << sig << ": shutting down";
+    srv->Shutdown(grace);
+  });
+  srv->Wait();
+  waiter.join();
+  core.Shutdown();
+  LOG(INFO) << "rdattn-coordinator stopped";
+  return 0;
+}

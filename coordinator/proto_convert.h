@@ -1,0 +1,37 @@
+// Domain enums (job_state_machine.h, scheduler.h) <-> their rdattn.v1 counterparts, and the
+// time conversions the store and the services share. The store persists the proto numbers.
+#pragma once
+
+#include <absl/time/time.h>
+
+#include <cstdint>
+
+#include "coordinator/job_state_machine.h"
+#include "coordinator/scheduler.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "rdattn/v1/run_spec.pb.h"
+#include "rdattn/v1/sweep.pb.h"
+
+namespace rdattn::coordinator {
+
+namespace pb = ::rdattn::v1;
+
+pb::JobState ToProto(JobState state);
+// JOB_STATE_UNSPECIFIED and unknown numbers: INVALID_ARGUMENT.
+StatusOr<JobState> JobStateFromProto(int state);
+
+pb::SweepState ToProto(SweepState state);
+StatusOr<SweepState> SweepStateFromProto(int state);
+
+pb::HardwareKind ToProto(HardwareKind kind);
+HardwareKind HardwareKindFromProto(int kind);  // unknown numbers: kAny
+
+// Unix microseconds, 0 = unset (the store's time columns).
+int64_t ToUnixMicrosOrZero(absl::Time t);
+// Fills `ts` from unix microseconds; 0 leaves it unset (cleared).
+void SetTimestamp(int64_t unix_us, google::protobuf::Timestamp* ts);
+void SetDuration(absl::Duration d, google::protobuf::Duration* out);
+absl::Duration FromProto(const google::protobuf::Duration& d);
+
+}  // namespace rdattn::coordinator

@@ -1,0 +1,854 @@
+// Markdown, CSV and JSON renderers of ReportTables, and WriteReportFiles().
+#include "coordinator/stats/render.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace rdattn::stats {
+namespace {
+
+// ---- Number formatting -------------------------------------------------------------------
+
+std::string Printf(const char* format, double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), format, v);
+  return buffer;
+}
+
+// Markdown: fixed decimals, "n/a" for an undefined value.
+std::string Fixed(double v, int decimals) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char format[16];
+  std::snprintf(format, sizeof(format), "%%.%df", decimals);
+  return Printf(format, v);
+}
+
+std::string NllOrMissing(double v) { return std::isnan(v) ? "missing" : Fixed(v, 4); }
+
+std::string Signed(double v, int decimals) {
+  if (std::isnan(v)) return "n/a";
+  char format[16];
+  std::snprintf(format, sizeof(format), "%%+.%df", decimals);
+  return Printf(format, v);
+}
+
+std::string Percent(double fraction) {
+  if (std::isnan(fraction)) return "n/a";
+  return Printf("%+.2f%%", 100.0 * fraction);
+}
+
+std::string PValue(double p) {
+  if (std::isnan(p)) return "n/a";
+  if (p >= 1e-4) return Printf("%.4f", p);
+  return Printf("%.2e", p);
+}
+
+std::string Interval(double low, double high, bool defined, int decimals) {
+  if (!defined) return "n/a";
+  return "[" + Signed(low, decimals) + ", " + Signed(high, decimals) + "]";
+}
+
+std::string Bytes(double b) {
+  if (std::isnan(b)) return "n/a";
+  if (b >= 1024.0 * 1024.0 * 1024.0) return Printf("%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
+  if (b >= 1024.0 * 1024.0) return Printf("%.1f MiB", b / (1024.0 * 1024.0));
+  return Printf("%.0f B", b);
+}
+
+// 250.1M, 2B, 512k, 999.
+std::string Tokens(int64_t t) {
+  const double v = static_cast<double>(t);
+  if (t >= 1000000000) return Printf("%.4g", v / 1e9) + "B";
+  if (t >= 1000000) return Printf("%.4g", v / 1e6) + "M";
+  if (t >= 1000) return Printf("%.4g", v / 1e3) + "k";
+  return std::to_string(t);
+}
+
+std::string Where(const std::string& split, int64_t milestone) {
+  if (split == kSplitTest) return "test (end of run)";
+  if (milestone == 0) return "whole job";
+  return Tokens(milestone);
+}
+
+// CSV / JSON: shortest text that reads back to the same double; NaN as empty.
+std::string Exact(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof(buffer), v);
+  return std::string(buffer, result.ptr);
+}
+
+// Markdown cells must not break the table.
+std::string Cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Row(const std::vector<std::string>& cells) {
+  std::string line = "|";
+  for (const std::string& c : cells) line += " " + Cell(c) + " |";
+  return line + "\n";
+}
+
+std::string Header(const std::vector<std::string>& cells) {
+  std::string line = Row(cells) + "|";
+  for (size_t i = 0; i < cells.size(); ++i) line += "---|";
+  return line + "\n";
+}
+
+const PairedRow* LastMainRow(const ReportTables& t, const std::string& scale,
+                             const std::string& arm) {
+  const PairedRow* last = nullptr;
+  for (const PairedRow& row : t.paired) {
+    if (row.scale == scale && row.arm == arm && row.split == kSplitVal) last = &row;
+  }
+  return last;
+}
+
+std::vector<std::string> PairedColumns(bool with_scale_and_kind) {
+  std::vector<std::string> cols;
+  if (with_scale_and_kind) cols = {"scale", "against"};
+  cols.insert(cols.end(), {"tokens", "comparison", "n", "mean Δ", "sd Δ", "t CI", "bootstrap CI",
+                           "wins", "ties", "sign-test p", "t-test p", "ppl red., mean per seed",
+                           "ppl red., of mean Δ"});
+  return cols;
+}
+
+std::vector<std::string> PairedCells(const PairedRow& row, bool with_scale_and_kind) {
+  const PairedSummary& s = row.summary;
+  std::vector<std::string> cells;
+  if (with_scale_and_kind) {
+    cells = {row.scale, row.kind == "control_vs_parent" ? "parent" : "reference"};
+  }
+  cells.insert(cells.end(),
+               {Where(row.split, row.milestone_tokens), row.arm + " − " + row.reference_arm,
+                std::to_string(s.n) + " of " + std::to_string(row.n_expected),
+                Signed(s.mean, 4), Fixed(s.sd, 4),
+                Interval(s.t_ci_low, s.t_ci_high, s.t_ci_defined, 4),
+                Interval(s.bootstrap_ci_low, s.bootstrap_ci_high, s.bootstrap_ci_defined, 4),
+                std::to_string(s.wins) + "/" + std::to_string(s.n), std::to_string(s.ties),
+                PValue(s.sign_test_p), PValue(s.t_test_p),
+                Percent(s.ppl_reduction_mean_per_seed), Percent(s.ppl_reduction_of_mean)});
+  return cells;
+}
+
+void Legend(std::ostringstream& md, const ReportTables& t) {
+  const int pct = static_cast<int>(std::lround(100.0 * t.level));
+  md << "## Legend\n\n"
+     << "Full definitions: docs/report.md.\n\n"
+     << "- Δ_i = NLL_arm,i − NLL_ref,i for seed i (validation NLL in nats/token at the same "
+        "milestone, same scale, same seed). Negative: the arm is better.\n"
+     << "- n: complete pairs (both sides present); \"n of N\": N seeds expected. Incomplete "
+        "pairs are shown as missing and are not in n.\n"
+     << "- mean Δ = (1/n) Σ Δ_i; sd = √(Σ (Δ_i − mean)² / (n − 1)); se = sd / √n.\n"
+     << "- t CI (" << pct << "%): mean ± t_{" << Printf("%g", 0.5 * (1.0 + t.level))
+     << ", n−1} · se (Student t quantile); n/a for n < 2.\n"
+     << "- bootstrap CI (" << pct << "%): " << t.bootstrap_resamples
+     << " resamples of n deltas with replacement, indices from SplitMix64 seeded with "
+     << t.bootstrap_seed
+     << " (rejection-sampled, no modulo bias); the interval is the percentiles "
+     << Printf("%g", (1.0 - t.level) / 2.0) << " and " << Printf("%g", 1.0 - (1.0 - t.level) / 2.0)
+     << " of the sorted resample means, linear interpolation between order statistics "
+        "(h = (B − 1)·q; Hyndman–Fan type 7). n/a for n < 2.\n"
+     << "- wins k/n: pairs with Δ < 0; ties: Δ = 0.\n"
+     << "- sign-test p: exact two-sided binomial test with ties dropped: "
+        "p = min(1, 2·P(X ≤ min(k, m − k))), X ~ Binomial(m, ½), m = n − ties.\n"
+     << "- t-test p: paired two-sided t test, t = mean / se, df = n − 1, p = 2·P(T > |t|).\n"
+     << "- ppl red., mean per seed = (1/n) Σ (1 − exp(Δ_i)); ppl red., of mean Δ = "
+        "1 − exp(mean Δ). Positive: the arm's perplexity exp(NLL) is lower. (The paper's "
+        "\"1 − exp(−0.0301) = 2.97%\" writes the improvement −Δ: the same number.)\n"
+     << "- Controls: each control against its parent at the control's milestone (the last "
+        "evaluation at or before its stop), and against the reference arm.\n"
+     << "- Depth routes: per layer, the mean over seeds of JS(QK‖V) in nats (bits = nats / ln 2; "
+        "√JS = the JS distance, averaged per layer) and of the route entropies. Headline: per "
+        "seed the unweighted mean over all layers (and over the layers with K ≥ 2 sources; "
+        "layer 0 has K = 1), then the mean over seeds.\n"
+     << "- Cost: per seed, arm / reference of median training tokens/s and of peak memory, "
+        "only for pairs on the same hardware kind; the ratio is the mean of the per-seed "
+        "ratios. Other pairs are listed as excluded.\n"
+     << "- missing: a cell the sweep expects but has no value for (no job, failed job, or not "
+        "reached yet); see \"Missing data\".\n";
+}
+
+}  // namespace
+
+// ---- Markdown ----------------------------------------------------------------------------
+
+std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_relative) {
+  std::ostringstream md;
+  const int pct = static_cast<int>(std::lround(100.0 * t.level));
+  md << "# Paired report: " << (t.sweep_name.empty() ? t.sweep_id : t.sweep_name) << "\n\n";
+  md << Header({"", ""});
+  md << Row({"sweep", t.sweep_id});
+  md << Row({"reference arm", t.reference_arm});
+  md << Row({"complete", (t.complete ? "yes" : "no") + std::string(": ") +
+                             std::to_string(t.jobs_ended) + " of " +
+                             std::to_string(t.jobs_total) + " jobs ended"});
+  md << Row({"confidence level", std::to_string(pct) + "%"});
+  md << Row({"bootstrap", std::to_string(t.bootstrap_resamples) + " resamples, seed " +
+                              std::to_string(t.bootstrap_seed)});
+  md << Row({"missing cells", std::to_string(t.missing.size())});
+  md << "\n";
+  if (!t.complete) {
+    md << "> Partial report: not every job has ended. Cells not reached yet are listed under "
+          "\"Missing data\".\n\n";
+  }
+  for (const std::string& note : t.notes) md << "> Note: " << note << "\n\n";
+
+  // Headline: each arm at its scale's last validation milestone.
+  md << "## Summary\n\nEach arm against " << t.reference_arm
+     << " at the last validation milestone of its scale.\n\n";
+  md << Header({"scale", "tokens", "arm", "n", "mean Δ NLL", "bootstrap " + std::to_string(pct) +
+                    "% CI", "t " + std::to_string(pct) + "% CI", "wins", "ppl red., mean per seed",
+                "ppl red., of mean Δ"});
+  bool any_summary = false;
+  for (const std::string& scale : t.scales) {
+    std::vector<std::string> seen;
+    for (const PairedRow& row : t.paired) {
+      if (row.scale != scale || row.split != kSplitVal) continue;
+      if (std::find(seen.begin(), seen.end(), row.arm) != seen.end()) continue;
+      seen.push_back(row.arm);
+      const PairedRow& last = *LastMainRow(t, scale, row.arm);
+      const PairedSummary& s = last.summary;
+      any_summary = true;
+      md << Row({scale, Tokens(last.milestone_tokens), last.arm,
+                 std::to_string(s.n) + " of " + std::to_string(last.n_expected),
+                 Signed(s.mean, 4),
+                 Interval(s.bootstrap_ci_low, s.bootstrap_ci_high, s.bootstrap_ci_defined, 4),
+                 Interval(s.t_ci_low, s.t_ci_high, s.t_ci_defined, 4),
+                 std::to_string(s.wins) + "/" + std::to_string(s.n),
+                 Percent(s.ppl_reduction_mean_per_seed), Percent(s.ppl_reduction_of_mean)});
+    }
+  }
+  if (!any_summary) md << Row({"n/a", "", "no paired rows", "0", "", "", "", "", "", ""});
+  md << "\n";
+
+  if (!plots_dir_relative.empty()) {
+    const std::string dir = plots_dir_relative.back() == '/' ? plots_dir_relative
+                                                              : plots_dir_relative + "/";
+    md << "## Plots\n\n";
+    md << "Validation NLL against training tokens, mean over seeds, band from the lowest to the "
+          "highest seed:\n\n![Validation NLL against tokens](" << dir << kPlotNllVsTokens
+       << ")\n\n";
+    md << "Per-seed Δ NLL (arm − " << t.reference_arm
+       << ") at the last milestone; the large marker is the mean with its bootstrap " << pct
+       << "% CI:\n\n![Per-seed delta at the last milestone](" << dir << kPlotDeltaLastMilestone
+       << ")\n\n";
+    md << "JS(QK‖V) by layer at the last milestone, mean over seeds (error bars: sd over "
+          "seeds):\n\n![JS by layer](" << dir << kPlotJsByLayer << ")\n\n";
+  }
+
+  for (const std::string& scale : t.scales) {
+    md << "## Scale " << scale << "\n\n";
+    for (const NllTable& table : t.nll) {
+      if (table.scale != scale) continue;
+      md << "### " << (table.split == kSplitTest ? "Test NLL per seed, end of run"
+                                                  : "Validation NLL per seed at " +
+                                                        Tokens(table.milestone_tokens) +
+                                                        " tokens")
+         << "\n\n";
+      std::vector<std::string> cols{"seed"};
+      for (const std::string& arm : table.arms) cols.push_back(arm);
+      for (size_t a = 1; a < table.arms.size(); ++a) {
+        cols.push_back("Δ " + table.arms[a] + " − " + table.arms[0]);
+      }
+      md << Header(cols);
+      for (size_t s = 0; s < table.seeds.size(); ++s) {
+        std::vector<std::string> cells{std::to_string(table.seeds[s])};
+        for (const NllCell& c : table.cells[s]) cells.push_back(c.present ? Fixed(c.nll, 4) : "missing");
+        for (size_t a = 1; a < table.arms.size(); ++a) {
+          const NllCell& r = table.cells[s][0];
+          const NllCell& c = table.cells[s][a];
+          cells.push_back(r.present && c.present ? Signed(c.nll - r.nll, 4) : "missing");
+        }
+        md << Row(cells);
+      }
+      std::vector<std::string> n_row{"n"}, mean_row{"mean"};
+      for (size_t a = 0; a < table.arms.size(); ++a) {
+        n_row.push_back(std::to_string(table.n[a]));
+        mean_row.push_back(Fixed(table.mean[a], 4));
+      }
+      for (const PairedRow& row : t.paired) {
+        if (row.scale == scale && row.split == table.split &&
+            row.milestone_tokens == table.milestone_tokens) {
+          n_row.push_back(std::to_string(row.summary.n));
+          mean_row.push_back(Signed(row.summary.mean, 4));
+        }
+      }
+      md << Row(n_row) << Row(mean_row) << "\n";
+    }
+
+    md << "### Paired statistics, scale " << scale << "\n\n";
+    md << Header(PairedColumns(false));
+    bool any = false;
+    for (const PairedRow& row : t.paired) {
+      if (row.scale != scale) continue;
+      any = true;
+      md << Row(PairedCells(row, false));
+    }
+    if (!any) md << "\nNo arm other than the reference.\n";
+    md << "\n";
+  }
+
+  md << "## Controls\n\n";
+  if (t.controls.empty()) {
+    md << "No controls in this sweep.\n\n";
+  } else {
+    md << "Each control against its parent at the control's milestone, and against "
+       << t.reference_arm << ".\n\n";
+    md << Header(PairedColumns(true));
+    for (const PairedRow& row : t.controls) md << Row(PairedCells(row, true));
+    md << "\nPer seed:\n\n";
+    md << Header({"scale", "control", "vs", "tokens", "seed", "control NLL", "vs NLL", "Δ"});
+    for (const PairedRow& row : t.controls) {
+      for (const SeedPair& p : row.pairs) {
+        md << Row({row.scale, row.arm, row.reference_arm, Tokens(row.milestone_tokens),
+                   std::to_string(p.seed), NllOrMissing(p.arm_nll), NllOrMissing(p.reference_nll),
+                   p.complete ? Signed(p.delta, 4) : "missing"});
+      }
+    }
+    md << "\n";
+  }
+
+  md << "## Depth routes\n\n";
+  if (t.depth.empty()) {
+    md << "No depth-route diagnostics were reported.\n\n";
+  } else {
+    md << Header({"scale", "arm", "tokens", "n", "JS all layers (nats)", "sd over seeds",
+                  "JS (bits)", "√JS", "JS layers with K ≥ 2 (nats)"});
+    for (const DepthRow& row : t.depth) {
+      md << Row({row.scale, row.arm, Tokens(row.milestone_tokens), std::to_string(row.n),
+                 Fixed(row.js_mean_nats, 4), Fixed(row.js_mean_nats_sd, 4),
+                 Fixed(row.js_mean_bits, 4), Fixed(row.js_mean_sqrt, 4),
+                 Fixed(row.js_mean_multi_source_nats, 4)});
+    }
+    md << "\nPer layer at each arm's last milestone (every milestone: depth_layers.csv).\n\n";
+    for (size_t i = 0; i < t.depth.size(); ++i) {
+      const DepthRow& row = t.depth[i];
+      const bool last = i + 1 == t.depth.size() || t.depth[i + 1].scale != row.scale ||
+                        t.depth[i + 1].arm != row.arm;
+      if (!last) continue;
+      md << "#### " << row.scale << ", " << row.arm << ", " << Tokens(row.milestone_tokens)
+         << " tokens (n = " << row.n << ")\n\n";
+      md << Header({"layer", "K", "n", "JS nats (mean ± sd)", "JS bits", "√JS", "H(QK) nats",
+                    "H(V) nats"});
+      for (const DepthLayer& l : row.layers) {
+        const std::string k = l.sources > 0 ? std::to_string(l.sources) : "≥ 2";
+        const std::string js = std::isnan(l.js_nats_mean)
+                                   ? "n/a"
+                                   : Fixed(l.js_nats_mean, 4) + " ± " + Fixed(l.js_nats_sd, 4);
+        md << Row({std::to_string(l.layer), k, std::to_string(l.n), js, Fixed(l.js_bits_mean, 4),
+                   Fixed(l.js_sqrt_mean, 4), Fixed(l.entropy_qk_mean, 4),
+                   Fixed(l.entropy_v_mean, 4)});
+      }
+      md << "\n";
+    }
+  }
+
+  md << "## Cost\n\nArm / " << t.reference_arm
+     << ", paired per seed on the same hardware kind; the ratio is the mean of per-seed ratios "
+        "(min–max in brackets).\n\n";
+  md << Header({"scale", "arm", "hardware", "n (tokens/s)", "tokens/s, arm", "tokens/s, ref",
+                "tokens/s ratio", "n (memory)", "peak memory, arm", "peak memory, ref",
+                "memory ratio"});
+  for (const CostRow& row : t.cost) {
+    const auto ratio = [](double mean, double lo, double hi) {
+      if (std::isnan(mean)) return std::string("n/a");
+      return Fixed(mean, 3) + " [" + Fixed(lo, 3) + "–" + Fixed(hi, 3) + "]";
+    };
+    md << Row({row.scale, row.arm, row.hardware_kind.empty() ? "n/a" : row.hardware_kind,
+               std::to_string(row.n_throughput), Fixed(row.mean_arm_tokens_per_second, 0),
+               Fixed(row.mean_reference_tokens_per_second, 0),
+               ratio(row.tokens_per_second_ratio, row.tokens_per_second_ratio_min,
+                     row.tokens_per_second_ratio_max),
+               std::to_string(row.n_memory), Bytes(row.mean_arm_peak_memory_bytes),
+               Bytes(row.mean_reference_peak_memory_bytes),
+               ratio(row.peak_memory_ratio, row.peak_memory_ratio_min,
+                     row.peak_memory_ratio_max)});
+  }
+  md << "\n";
+  if (!t.cost_excluded.empty()) {
+    md << "Pairs left out of the cost table:\n\n";
+    md << Header({"scale", "arm", "seed", "arm job", "ref job", "arm hardware", "ref hardware",
+                  "reason"});
+    for (const CostExclusion& e : t.cost_excluded) {
+      md << Row({e.scale, e.arm, std::to_string(e.seed), e.arm_job_id, e.reference_job_id,
+                 e.arm_hardware_kind, e.reference_hardware_kind, e.reason});
+    }
+    md << "\n";
+  }
+
+  md << "## Missing data\n\n";
+  if (t.missing.empty()) {
+    md << "None: every expected cell has a value.\n\n";
+  } else {
+    md << "Cells the sweep expects but has no value for. They are shown as \"missing\" above "
+          "and are not counted in any n.\n\n";
+    md << Header({"scale", "arm", "seed", "at", "job", "state", "reason"});
+    for (const MissingEntry& m : t.missing) {
+      md << Row({m.scale, m.arm, std::to_string(m.seed), Where(m.split, m.milestone_tokens),
+                 m.job_id.empty() ? "none" : m.job_id, m.job_state.empty() ? "n/a" : m.job_state,
+                 m.reason});
+    }
+    md << "\n";
+  }
+  Legend(md, t);
+  return md.str();
+}
+
+// ---- CSV ---------------------------------------------------------------------------------
+
+namespace {
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+class Csv {
+ public:
+  explicit Csv(const std::vector<std::string>& header) { Add(header); }
+  void Add(const std::vector<std::string>& fields) {
+    for (size_t i = 0; i < fields.size(); ++i) {
+      if (i > 0) text_ += ',';
+      text_ += CsvField(fields[i]);
+    }
+    text_ += "\r\n";
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+std::string Bool(bool b) { return b ? "true" : "false"; }
+std::string Int(int64_t v) { return std::to_string(v); }
+std::string Uint(uint64_t v) { return std::to_string(v); }
+std::string Int64Or(int64_t v) { return v > 0 ? std::to_string(v) : std::string(); }
+
+const std::vector<std::string> kPairedHeader = {
+    "kind", "scale", "split", "milestone_tokens", "arm", "reference_arm", "n", "n_expected",
+    "mean_reference_nll", "mean_arm_nll", "mean_delta", "sd_delta", "se_delta", "df", "level",
+    "t_critical", "t_ci_low", "t_ci_high", "bootstrap_resamples", "bootstrap_seed",
+    "bootstrap_ci_low", "bootstrap_ci_high", "wins", "losses", "ties", "sign_test_p",
+    "t_statistic", "t_test_p", "ppl_reduction_mean_per_seed", "ppl_reduction_of_mean",
+    "ppl_change_mean_per_seed", "ppl_change_of_mean", "note"};
+
+std::vector<std::string> PairedFields(const PairedRow& r) {
+  const PairedSummary& s = r.summary;
+  return {r.kind, r.scale, r.split, Int(r.milestone_tokens), r.arm, r.reference_arm, Int(s.n),
+          Int(r.n_expected), Exact(r.mean_reference_nll), Exact(r.mean_arm_nll), Exact(s.mean),
+          Exact(s.sd), Exact(s.se), Int(s.df), Exact(s.level), Exact(s.t_critical),
+          Exact(s.t_ci_low), Exact(s.t_ci_high), Int(s.bootstrap_resamples),
+          Uint(s.bootstrap_seed), Exact(s.bootstrap_ci_low), Exact(s.bootstrap_ci_high),
+          Int(s.wins), Int(s.losses), Int(s.ties), Exact(s.sign_test_p), Exact(s.t_statistic),
+          Exact(s.t_test_p), Exact(s.ppl_reduction_mean_per_seed),
+          Exact(s.ppl_reduction_of_mean), Exact(s.ppl_change_mean_per_seed),
+          Exact(s.ppl_change_of_mean), s.note};
+}
+
+}  // namespace
+
+std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
+  std::map<std::string, std::string> files;
+
+  Csv nll({"scale", "split", "milestone_tokens", "seed", "arm", "present", "nll", "job_id",
+           "job_state", "missing_reason"});
+  for (const NllTable& table : t.nll) {
+    for (size_t s = 0; s < table.seeds.size(); ++s) {
+      for (size_t a = 0; a < table.arms.size(); ++a) {
+        const NllCell& c = table.cells[s][a];
+        nll.Add({table.scale, table.split, Int(table.milestone_tokens), Uint(table.seeds[s]),
+                 table.arms[a], Bool(c.present), Exact(c.nll), c.job_id, c.state,
+                 c.missing_reason});
+      }
+    }
+  }
+  files["nll.csv"] = nll.text();
+
+  Csv paired(kPairedHeader);
+  for (const PairedRow& r : t.paired) paired.Add(PairedFields(r));
+  files["paired.csv"] = paired.text();
+  Csv controls(kPairedHeader);
+  for (const PairedRow& r : t.controls) controls.Add(PairedFields(r));
+  files["controls.csv"] = controls.text();
+
+  Csv seeds({"kind", "scale", "split", "milestone_tokens", "arm", "reference_arm", "seed",
+             "complete", "reference_nll", "arm_nll", "delta", "ppl_reduction",
+             "reference_job_id", "arm_job_id", "missing_reason"});
+  for (const auto* list : {&t.paired, &t.controls}) {
+    for (const PairedRow& r : *list) {
+      for (const SeedPair& p : r.pairs) {
+        seeds.Add({r.kind, r.scale, r.split, Int(r.milestone_tokens), r.arm, r.reference_arm,
+                   Uint(p.seed), Bool(p.complete), Exact(p.reference_nll), Exact(p.arm_nll),
+                   Exact(p.delta), Exact(p.ppl_reduction), p.reference_job_id, p.arm_job_id,
+                   p.missing_reason});
+      }
+    }
+  }
+  files["paired_seeds.csv"] = seeds.text();
+
+  Csv depth({"scale", "arm", "milestone_tokens", "has_js", "n", "seeds", "js_mean_nats",
+             "js_mean_nats_sd", "js_mean_bits", "js_mean_sqrt", "js_mean_multi_source_nats"});
+  Csv layers({"scale", "arm", "milestone_tokens", "layer", "sources", "n", "js_nats_mean",
+              "js_nats_sd", "js_bits_mean", "js_sqrt_mean", "entropy_qk_mean",
+              "entropy_v_mean"});
+  for (const DepthRow& r : t.depth) {
+    std::string seed_list;
+    for (uint64_t s : r.seeds) seed_list += (seed_list.empty() ? "" : ";") + Uint(s);
+    depth.Add({r.scale, r.arm, Int(r.milestone_tokens), Bool(r.has_js), Int(r.n), seed_list,
+               Exact(r.js_mean_nats), Exact(r.js_mean_nats_sd), Exact(r.js_mean_bits),
+               Exact(r.js_mean_sqrt), Exact(r.js_mean_multi_source_nats)});
+    for (const DepthLayer& l : r.layers) {
+      layers.Add({r.scale, r.arm, Int(r.milestone_tokens), Int(l.layer),
+                  l.sources > 0 ? Int(l.sources) : "", Int(l.n), Exact(l.js_nats_mean),
+                  Exact(l.js_nats_sd), Exact(l.js_bits_mean), Exact(l.js_sqrt_mean),
+                  Exact(l.entropy_qk_mean), Exact(l.entropy_v_mean)});
+    }
+  }
+  files["depth.csv"] = depth.text();
+  files["depth_layers.csv"] = layers.text();
+
+  Csv cost({"scale", "arm", "reference_arm", "hardware_kind", "n_throughput",
+            "mean_arm_tokens_per_second", "mean_reference_tokens_per_second",
+            "tokens_per_second_ratio", "tokens_per_second_ratio_min",
+            "tokens_per_second_ratio_max", "n_memory", "mean_arm_peak_memory_bytes",
+            "mean_reference_peak_memory_bytes", "peak_memory_ratio", "peak_memory_ratio_min",
+            "peak_memory_ratio_max"});
+  Csv cost_pairs({"scale", "arm", "reference_arm", "hardware_kind", "seed", "arm_job_id",
+                  "reference_job_id", "arm_tokens_per_second", "reference_tokens_per_second",
+                  "tokens_per_second_ratio", "arm_peak_memory_bytes",
+                  "reference_peak_memory_bytes", "peak_memory_ratio"});
+  for (const CostRow& r : t.cost) {
+    cost.Add({r.scale, r.arm, r.reference_arm, r.hardware_kind, Int(r.n_throughput),
+              Exact(r.mean_arm_tokens_per_second), Exact(r.mean_reference_tokens_per_second),
+              Exact(r.tokens_per_second_ratio), Exact(r.tokens_per_second_ratio_min),
+              Exact(r.tokens_per_second_ratio_max), Int(r.n_memory),
+              Exact(r.mean_arm_peak_memory_bytes), Exact(r.mean_reference_peak_memory_bytes),
+              Exact(r.peak_memory_ratio), Exact(r.peak_memory_ratio_min),
+              Exact(r.peak_memory_ratio_max)});
+    for (const CostPair& p : r.pairs) {
+      cost_pairs.Add({r.scale, r.arm, r.reference_arm, r.hardware_kind, Uint(p.seed),
+                      p.arm_job_id, p.reference_job_id, Exact(p.arm_tokens_per_second),
+                      Exact(p.reference_tokens_per_second), Exact(p.tokens_per_second_ratio),
+                      Int64Or(p.arm_peak_memory_bytes), Int64Or(p.reference_peak_memory_bytes),
+                      Exact(p.peak_memory_ratio)});
+    }
+  }
+  files["cost.csv"] = cost.text();
+  files["cost_pairs.csv"] = cost_pairs.text();
+
+  Csv excluded({"scale", "arm", "seed", "arm_job_id", "reference_job_id", "arm_hardware_kind",
+                "reference_hardware_kind", "reason"});
+  for (const CostExclusion& e : t.cost_excluded) {
+    excluded.Add({e.scale, e.arm, Uint(e.seed), e.arm_job_id, e.reference_job_id,
+                  e.arm_hardware_kind, e.reference_hardware_kind, e.reason});
+  }
+  files["cost_excluded.csv"] = excluded.text();
+
+  Csv missing({"scale", "arm", "seed", "split", "milestone_tokens", "job_id", "job_state",
+               "reason"});
+  for (const MissingEntry& m : t.missing) {
+    missing.Add({m.scale, m.arm, Uint(m.seed), m.split, Int(m.milestone_tokens), m.job_id,
+                 m.job_state, m.reason});
+  }
+  files["missing.csv"] = missing.text();
+  return files;
+}
+
+// ---- JSON --------------------------------------------------------------------------------
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json Num(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+Json ToJson(const PairedSummary& s) {
+  return Json{{"n", s.n},
+              {"level", s.level},
+              {"mean", Num(s.mean)},
+              {"sd", Num(s.sd)},
+              {"se", Num(s.se)},
+              {"df", s.df},
+              {"t_ci_defined", s.t_ci_defined},
+              {"t_critical", Num(s.t_critical)},
+              {"t_ci_low", Num(s.t_ci_low)},
+              {"t_ci_high", Num(s.t_ci_high)},
+              {"bootstrap_ci_defined", s.bootstrap_ci_defined},
+              {"bootstrap_resamples", s.bootstrap_resamples},
+              {"bootstrap_seed", s.bootstrap_seed},
+              {"bootstrap_ci_low", Num(s.bootstrap_ci_low)},
+              {"bootstrap_ci_high", Num(s.bootstrap_ci_high)},
+              {"wins", s.wins},
+              {"losses", s.losses},
+              {"ties", s.ties},
+              {"sign_test_p", Num(s.sign_test_p)},
+              {"t_test_defined", s.t_test_defined},
+              {"t_statistic", Num(s.t_statistic)},
+              {"t_test_p", Num(s.t_test_p)},
+              {"ppl_reduction_mean_per_seed", Num(s.ppl_reduction_mean_per_seed)},
+              {"ppl_reduction_of_mean", Num(s.ppl_reduction_of_mean)},
+              {"ppl_change_mean_per_seed", Num(s.ppl_change_mean_per_seed)},
+              {"ppl_change_of_mean", Num(s.ppl_change_of_mean)},
+              {"note", s.note}};
+}
+
+Json ToJson(const PairedRow& r) {
+  Json pairs = Json::array();
+  for (const SeedPair& p : r.pairs) {
+    pairs.push_back(Json{{"seed", p.seed},
+                         {"complete", p.complete},
+                         {"reference_nll", Num(p.reference_nll)},
+                         {"arm_nll", Num(p.arm_nll)},
+                         {"delta", Num(p.delta)},
+                         {"ppl_reduction", Num(p.ppl_reduction)},
+                         {"reference_job_id", p.reference_job_id},
+                         {"arm_job_id", p.arm_job_id},
+                         {"missing_reason", p.missing_reason}});
+  }
+  return Json{{"kind", r.kind},
+              {"scale", r.scale},
+              {"split", r.split},
+              {"milestone_tokens", r.milestone_tokens},
+              {"arm", r.arm},
+              {"reference_arm", r.reference_arm},
+              {"n", r.summary.n},
+              {"n_expected", r.n_expected},
+              {"mean_reference_nll", Num(r.mean_reference_nll)},
+              {"mean_arm_nll", Num(r.mean_arm_nll)},
+              {"summary", ToJson(r.summary)},
+              {"pairs", pairs}};
+}
+
+}  // namespace
+
+std::string RenderJson(const ReportTables& t) {
+  Json j;
+  j["sweep_id"] = t.sweep_id;
+  j["sweep_name"] = t.sweep_name;
+  j["reference_arm"] = t.reference_arm;
+  j["level"] = t.level;
+  j["bootstrap_resamples"] = t.bootstrap_resamples;
+  j["bootstrap_seed"] = t.bootstrap_seed;
+  j["complete"] = t.complete;
+  j["jobs_total"] = t.jobs_total;
+  j["jobs_ended"] = t.jobs_ended;
+  j["scales"] = t.scales;
+
+  Json nll = Json::array();
+  for (const NllTable& table : t.nll) {
+    Json rows = Json::array();
+    for (size_t s = 0; s < table.seeds.size(); ++s) {
+      Json cells = Json::object();
+      for (size_t a = 0; a < table.arms.size(); ++a) {
+        const NllCell& c = table.cells[s][a];
+        cells[table.arms[a]] = Json{{"present", c.present},
+                                    {"nll", Num(c.nll)},
+                                    {"job_id", c.job_id},
+                                    {"job_state", c.state},
+                                    {"missing_reason", c.missing_reason}};
+      }
+      rows.push_back(Json{{"seed", table.seeds[s]}, {"arms", cells}});
+    }
+    Json per_arm = Json::object();
+    for (size_t a = 0; a < table.arms.size(); ++a) {
+      per_arm[table.arms[a]] =
+          Json{{"n", table.n[a]}, {"mean", Num(table.mean[a])}, {"sd", Num(table.sd[a])}};
+    }
+    nll.push_back(Json{{"scale", table.scale},
+                       {"split", table.split},
+                       {"milestone_tokens", table.milestone_tokens},
+                       {"arms", table.arms},
+                       {"seeds", rows},
+                       {"per_arm", per_arm}});
+  }
+  j["nll"] = nll;
+
+  Json paired = Json::array();
+  for (const PairedRow& r : t.paired) paired.push_back(ToJson(r));
+  j["paired"] = paired;
+  Json controls = Json::array();
+  for (const PairedRow& r : t.controls) controls.push_back(ToJson(r));
+  j["controls"] = controls;
+
+  Json depth = Json::array();
+  for (const DepthRow& r : t.depth) {
+    Json layers = Json::array();
+    for (const DepthLayer& l : r.layers) {
+      layers.push_back(Json{{"layer", l.layer},
+                            {"sources", l.sources > 0 ? Json(l.sources) : Json(nullptr)},
+                            {"n", l.n},
+                            {"js_nats_mean", Num(l.js_nats_mean)},
+                            {"js_nats_sd", Num(l.js_nats_sd)},
+                            {"js_bits_mean", Num(l.js_bits_mean)},
+                            {"js_sqrt_mean", Num(l.js_sqrt_mean)},
+                            {"entropy_qk_mean", Num(l.entropy_qk_mean)},
+                            {"entropy_v_mean", Num(l.entropy_v_mean)}});
+    }
+    depth.push_back(Json{{"scale", r.scale},
+                         {"arm", r.arm},
+                         {"milestone_tokens", r.milestone_tokens},
+                         {"has_js", r.has_js},
+                         {"n", r.n},
+                         {"seeds", r.seeds},
+                         {"js_mean_nats", Num(r.js_mean_nats)},
+                         {"js_mean_nats_sd", Num(r.js_mean_nats_sd)},
+                         {"js_mean_bits", Num(r.js_mean_bits)},
+                         {"js_mean_sqrt", Num(r.js_mean_sqrt)},
+                         {"js_mean_multi_source_nats", Num(r.js_mean_multi_source_nats)},
+                         {"layers", layers}});
+  }
+  j["depth"] = depth;
+
+  Json cost = Json::array();
+  for (const CostRow& r : t.cost) {
+    Json pairs = Json::array();
+    for (const CostPair& p : r.pairs) {
+      pairs.push_back(Json{{"seed", p.seed},
+                           {"arm_job_id", p.arm_job_id},
+                           {"reference_job_id", p.reference_job_id},
+                           {"arm_tokens_per_second", Num(p.arm_tokens_per_second)},
+                           {"reference_tokens_per_second", Num(p.reference_tokens_per_second)},
+                           {"tokens_per_second_ratio", Num(p.tokens_per_second_ratio)},
+                           {"arm_peak_memory_bytes", p.arm_peak_memory_bytes},
+                           {"reference_peak_memory_bytes", p.reference_peak_memory_bytes},
+                           {"peak_memory_ratio", Num(p.peak_memory_ratio)}});
+    }
+    cost.push_back(Json{{"scale", r.scale},
+                        {"arm", r.arm},
+                        {"reference_arm", r.reference_arm},
+                        {"hardware_kind", r.hardware_kind},
+                        {"n_throughput", r.n_throughput},
+                        {"mean_arm_tokens_per_second", Num(r.mean_arm_tokens_per_second)},
+                        {"mean_reference_tokens_per_second",
+                         Num(r.mean_reference_tokens_per_second)},
+                        {"tokens_per_second_ratio", Num(r.tokens_per_second_ratio)},
+                        {"tokens_per_second_ratio_min", Num(r.tokens_per_second_ratio_min)},
+                        {"tokens_per_second_ratio_max", Num(r.tokens_per_second_ratio_max)},
+                        {"n_memory", r.n_memory},
+                        {"mean_arm_peak_memory_bytes", Num(r.mean_arm_peak_memory_bytes)},
+                        {"mean_reference_peak_memory_bytes",
+                         Num(r.mean_reference_peak_memory_bytes)},
+                        {"peak_memory_ratio", Num(r.peak_memory_ratio)},
+                        {"peak_memory_ratio_min", Num(r.peak_memory_ratio_min)},
+                        {"peak_memory_ratio_max", Num(r.peak_memory_ratio_max)},
+                        {"pairs", pairs}});
+  }
+  j["cost"] = cost;
+
+  Json excluded = Json::array();
+  for (const CostExclusion& e : t.cost_excluded) {
+    excluded.push_back(Json{{"scale", e.scale},
+                            {"arm", e.arm},
+                            {"seed", e.seed},
+                            {"arm_job_id", e.arm_job_id},
+                            {"reference_job_id", e.reference_job_id},
+                            {"arm_hardware_kind", e.arm_hardware_kind},
+                            {"reference_hardware_kind", e.reference_hardware_kind},
+                            {"reason", e.reason}});
+  }
+  j["cost_excluded"] = excluded;
+
+  Json missing = Json::array();
+  for (const MissingEntry& m : t.missing) {
+    missing.push_back(Json{{"scale", m.scale},
+                           {"arm", m.arm},
+                           {"seed", m.seed},
+                           {"split", m.split},
+                           {"milestone_tokens", m.milestone_tokens},
+                           {"job_id", m.job_id},
+                           {"job_state", m.job_state},
+                           {"reason", m.reason}});
+  }
+  j["missing"] = missing;
+  j["notes"] = t.notes;
+  return j.dump(2) + "\n";
+}
+
+// ---- Files -------------------------------------------------------------------------------
+
+namespace {
+
+Status WriteFile(const std::filesystem::path& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return InternalError("cannot write " + path.string());
+  out << content;
+  out.close();
+  if (!out) return InternalError("cannot write " + path.string());
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<WrittenReport> WriteReportFiles(const ReportTables& tables, const std::string& out_dir,
+                                         const std::string& format,
+                                         const std::string& gnuplot_binary) {
+  namespace fs = std::filesystem;
+  if (format != "md" && format != "csv" && format != "json") {
+    return InvalidArgumentError("--format must be md, csv or json, not \"" + format + "\"");
+  }
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return InternalError("cannot create " + out_dir + ": " + ec.message());
+  WrittenReport written;
+  const fs::path dir(out_dir);
+  if (format == "json") {
+    RDATTN_RETURN_IF_ERROR(WriteFile(dir / "report.json", RenderJson(tables)));
+    written.files.push_back((dir / "report.json").string());
+    return written;
+  }
+  if (format == "csv") {
+    for (const auto& [name, content] : RenderCsv(tables)) {
+      RDATTN_RETURN_IF_ERROR(WriteFile(dir / name, content));
+      written.files.push_back((dir / name).string());
+    }
+    return written;
+  }
+  const fs::path plots = dir / "plots";
+  Status plotted = WriteGnuplotScripts(tables, plots.string());
+  if (plotted.ok()) plotted = RunGnuplot(plots.string(), gnuplot_binary);
+  std::string md;
+  if (plotted.ok()) {
+    md = RenderMarkdown(tables, "plots");
+    for (const char* png : {kPlotNllVsTokens, kPlotDeltaLastMilestone, kPlotJsByLayer}) {
+      written.files.push_back((plots / png).string());
+    }
+  } else {
+    written.warnings.push_back("plots not drawn: " + plotted.ToString());
+    md = RenderMarkdown(tables, "");
+    md += "\n> Plots were not drawn: " + plotted.ToString() + "\n";
+  }
+  RDATTN_RETURN_IF_ERROR(WriteFile(dir / "report.md", md));
+  written.files.insert(written.files.begin(), (dir / "report.md").string());
+  return written;
+}
+
+}  // namespace rdattn::stats

@@ -1,0 +1,688 @@
+// SQLite store: schema, row mapping and queries. Enum columns hold rdattn.v1 numbers; blobs
+// hold serialized protos; times are unix microseconds (0 = unset).
+#include "coordinator/store.h"
+
+#include <utility>
+
+#include "coordinator/proto_convert.h"
+
+namespace rdattn::coordinator {
+namespace {
+
+// Version 1. A later version adds ALTER TABLE steps keyed on PRAGMA user_version.
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS sweeps (
+  seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+  id               TEXT NOT NULL UNIQUE,
+  request_id       TEXT NOT NULL UNIQUE,
+  owner            TEXT NOT NULL,
+  name             TEXT NOT NULL,
+  state            INTEGER NOT NULL,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  message          TEXT NOT NULL DEFAULT '',
+  max_attempts     INTEGER NOT NULL,
+  spec             BLOB NOT NULL,
+  create_us        INTEGER NOT NULL,
+  update_us        INTEGER NOT NULL,
+  end_us           INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS sweeps_by_owner ON sweeps(owner, seq);
+CREATE INDEX IF NOT EXISTS sweeps_by_state ON sweeps(state, seq);
+
+CREATE TABLE IF NOT EXISTS jobs (
+  seq               INTEGER PRIMARY KEY AUTOINCREMENT,
+  id                TEXT NOT NULL UNIQUE,
+  sweep_id          TEXT NOT NULL REFERENCES sweeps(id),
+  pair_group        TEXT NOT NULL,
+  scale             TEXT NOT NULL,
+  arm               TEXT NOT NULL,
+  seed              INTEGER NOT NULL,
+  spec              BLOB NOT NULL,
+  state             INTEGER NOT NULL,
+  attempts          INTEGER NOT NULL DEFAULT 0,
+  preemptions       INTEGER NOT NULL DEFAULT 0,
+  max_attempts      INTEGER NOT NULL,
+  priority          INTEGER NOT NULL,
+  world_size        INTEGER NOT NULL,
+  hardware_pref     INTEGER NOT NULL,
+  cancel_requested  INTEGER NOT NULL DEFAULT 0,
+  worker_id         TEXT NOT NULL DEFAULT '',
+  worker_kind       INTEGER NOT NULL DEFAULT 0,
+  lease_id          TEXT NOT NULL DEFAULT '',
+  lease_expiry_us   INTEGER NOT NULL DEFAULT 0,
+  step              INTEGER NOT NULL DEFAULT 0,
+  tokens            INTEGER NOT NULL DEFAULT 0,
+  last_train_loss   REAL NOT NULL DEFAULT 0,
+  last_val_nll      REAL NOT NULL DEFAULT 0,
+  tokens_per_second REAL NOT NULL DEFAULT 0,
+  init_checksum     TEXT NOT NULL DEFAULT '',
+  last_checkpoint   TEXT NOT NULL DEFAULT '',
+  failure_reason    TEXT NOT NULL DEFAULT '',
+  create_us         INTEGER NOT NULL,
+  start_us          INTEGER NOT NULL DEFAULT 0,
+  end_us            INTEGER NOT NULL DEFAULT 0,
+  update_us         INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_by_sweep ON jobs(sweep_id, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, priority, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(pair_group);
+CREATE INDEX IF NOT EXISTS jobs_by_lease ON jobs(lease_id) WHERE lease_id != '';
+CREATE INDEX IF NOT EXISTS jobs_by_worker ON jobs(worker_id) WHERE lease_id != '';
+
+CREATE TABLE IF NOT EXISTS attempts (
+  job_id       TEXT NOT NULL REFERENCES jobs(id),
+  attempt      INTEGER NOT NULL,
+  lease_id     TEXT NOT NULL,
+  worker_id    TEXT NOT NULL,
+  worker_kind  INTEGER NOT NULL,
+  lease_us     INTEGER NOT NULL,
+  start_us     INTEGER NOT NULL DEFAULT 0,
+  end_us       INTEGER NOT NULL DEFAULT 0,
+  outcome      TEXT NOT NULL DEFAULT '',
+  exit_code    INTEGER NOT NULL DEFAULT 0,
+  term_signal  INTEGER NOT NULL DEFAULT 0,
+  stderr_tail  TEXT NOT NULL DEFAULT '',
+  message      TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (job_id, attempt)
+);
+
+CREATE TABLE IF NOT EXISTS events (
+  seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+  sweep_id    TEXT NOT NULL,
+  job_id      TEXT NOT NULL DEFAULT '',
+  kind        INTEGER NOT NULL,
+  attempt     INTEGER,
+  metric_seq  INTEGER,
+  metric_kind INTEGER,
+  time_us     INTEGER NOT NULL,
+  blob        BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_sweep ON events(sweep_id, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS events_by_metric
+  ON events(job_id, attempt, metric_seq) WHERE metric_seq IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS workers (
+  id            TEXT PRIMARY KEY,
+  hostname      TEXT NOT NULL,
+  kind          INTEGER NOT NULL,
+  slots         INTEGER NOT NULL,
+  free_slots    INTEGER NOT NULL,
+  registration  BLOB NOT NULL,
+  registered_us INTEGER NOT NULL,
+  last_seen_us  INTEGER NOT NULL
+);
+)sql";
+
+constexpr char kJobColumns[] =
+    "seq, id, sweep_id, pair_group, spec, state, attempts, preemptions, max_attempts, priority, "
+    "world_size, hardware_pref, cancel_requested, worker_id, worker_kind, lease_id, "
+    "lease_expiry_us, step, tokens, last_train_loss, last_val_nll, tokens_per_second, "
+    "init_checksum, last_checkpoint, failure_reason, create_us, start_us, end_us, update_us";
+
+constexpr char kSweepColumns[] =
+    "seq, id, request_id, owner, spec, state, cancel_requested, message, max_attempts, "
+    "create_us, update_us, end_us";
+
+constexpr char kAttemptColumns[] =
+    "job_id, attempt, lease_id, worker_id, worker_kind, lease_us, start_us, end_us, outcome, "
+    "exit_code, term_signal, stderr_tail, message";
+
+constexpr char kEventColumns[] =
+    "seq, sweep_id, job_id, kind, attempt, metric_seq, metric_kind, time_us, blob";
+
+template <typename Message>
+Status ParseBlob(const std::string& bytes, Message* out, const std::string& what) {
+  if (!out->ParseFromString(bytes)) return DataLossError("stored " + what + " does not parse");
+  return Status::Ok();
+}
+
+StatusOr<SweepRow> ReadSweep(SqliteStmt& s) {
+  SweepRow r;
+  r.seq = s.Int(0);
+  r.id = s.Text(1);
+  r.request_id = s.Text(2);
+  r.owner = s.Text(3);
+  RDATTN_RETURN_IF_ERROR(ParseBlob(s.Blob(4), &r.spec, "sweep " + r.id));
+  RDATTN_ASSIGN_OR_RETURN(r.state, SweepStateFromProto(static_cast<int>(s.Int(5))));
+  r.cancel_requested = s.Int(6) != 0;
+  r.message = s.Text(7);
+  r.max_attempts = static_cast<int>(s.Int(8));
+  r.create_us = s.Int(9);
+  r.update_us = s.Int(10);
+  r.end_us = s.Int(11);
+  return r;
+}
+
+AttemptRow ReadAttempt(SqliteStmt& s) {
+  AttemptRow r;
+  r.job_id = s.Text(0);
+  r.attempt = static_cast<int>(s.Int(1));
+  r.lease_id = s.Text(2);
+  r.worker_id = s.Text(3);
+  r.worker_kind = HardwareKindFromProto(static_cast<int>(s.Int(4)));
+  r.lease_us = s.Int(5);
+  r.start_us = s.Int(6);
+  r.end_us = s.Int(7);
+  r.outcome = s.Text(8);
+  r.exit_code = static_cast<int>(s.Int(9));
+  r.term_signal = static_cast<int>(s.Int(10));
+  r.stderr_tail = s.Text(11);
+  r.message = s.Text(12);
+  return r;
+}
+
+StatusOr<EventRow> ReadEvent(SqliteStmt& s) {
+  EventRow r;
+  r.seq = s.Int(0);
+  r.sweep_id = s.Text(1);
+  r.job_id = s.Text(2);
+  r.kind = static_cast<EventKind>(s.Int(3));
+  r.attempt = s.IsNull(4) ? 0 : static_cast<int>(s.Int(4));
+  r.metric_seq = s.IsNull(5) ? 0 : s.Int(5);
+  r.metric_kind = s.IsNull(6) ? 0 : static_cast<int>(s.Int(6));
+  r.time_us = s.Int(7);
+  RDATTN_RETURN_IF_ERROR(ParseBlob(s.Blob(8), &r.event, "event " + std::to_string(r.seq)));
+  r.event.set_seq(static_cast<uint64_t>(r.seq));
+  r.event.set_sweep_id(r.sweep_id);
+  SetTimestamp(r.time_us, r.event.mutable_time());
+  return r;
+}
+
+StatusOr<WorkerRow> ReadWorker(SqliteStmt& s) {
+  WorkerRow r;
+  r.id = s.Text(0);
+  r.hostname = s.Text(1);
+  r.kind = HardwareKindFromProto(static_cast<int>(s.Int(2)));
+  r.slots = static_cast<int>(s.Int(3));
+  r.free_slots = static_cast<int>(s.Int(4));
+  RDATTN_RETURN_IF_ERROR(ParseBlob(s.Blob(5), &r.registration, "worker " + r.id));
+  r.registered_us = s.Int(6);
+  r.last_seen_us = s.Int(7);
+  return r;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, SqliteDb::Open(path));
+  std::unique_ptr<Store> store(new Store(std::move(db)));
+  RDATTN_RETURN_IF_ERROR(store->Init().WithPrefix("database " + path));
+  return store;
+}
+
+Status Store::Init() {
+  RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA busy_timeout = 5000"));
+  // journal_mode answers with the mode in force; ":memory:" databases stay "memory".
+  RDATTN_RETURN_IF_ERROR(db_->QueryText("PRAGMA journal_mode = WAL").status());
+  RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = NORMAL"));
+  RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA foreign_keys = ON"));
+  RDATTN_ASSIGN_OR_RETURN(std::string version_text, db_->QueryText("PRAGMA user_version"));
+  const int version = version_text.empty() ? 0 : std::stoi(version_text);
+  if (version > kSchemaVersion) {
+    return FailedPreconditionError("schema version " + std::to_string(version) +
+                                   " is newer than this coordinator's (" +
+                                   std::to_string(kSchemaVersion) + ")");
+  }
+  return Transaction([&]() -> Status {
+    RDATTN_RETURN_IF_ERROR(db_->Exec(kSchema));
+    if (version < kSchemaVersion) {
+      RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)));
+    }
+    return Status::Ok();
+  });
+}
+
+Status Store::Transaction(const std::function<Status()>& fn) {
+  if (in_transaction_) return fn();  // nested: part of the outer transaction
+  RDATTN_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+  in_transaction_ = true;
+  Status st = fn();
+  in_transaction_ = false;
+  if (!st.ok()) {
+    db_->Exec("ROLLBACK").IgnoreError();  // the first error is the one to report
+    return st;
+  }
+  Status commit = db_->Exec("COMMIT");
+  if (!commit.ok()) db_->Exec("ROLLBACK").IgnoreError();  // keep the connection usable
+  return commit;
+}
+
+StatusOr<std::string> Store::JournalMode() { return db_->QueryText("PRAGMA journal_mode"); }
+
+// --- sweeps --------------------------------------------------------------------------------
+
+Status Store::InsertSweep(SweepRow& row) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("INSERT INTO sweeps (id, request_id, owner, name, state, cancel_requested, "
+                   "message, max_attempts, spec, create_us, update_us, end_us) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"));
+  s.Bind(1, row.id).Bind(2, row.request_id).Bind(3, row.owner).Bind(4, row.spec.name());
+  s.Bind(5, static_cast<int>(ToProto(row.state))).Bind(6, row.cancel_requested ? 1 : 0);
+  s.Bind(7, row.message).Bind(8, row.max_attempts).BindBlob(9, row.spec.SerializeAsString());
+  s.Bind(10, row.create_us).Bind(11, row.update_us).Bind(12, row.end_us);
+  RDATTN_RETURN_IF_ERROR(s.Run());
+  row.seq = db_->LastInsertRowId();
+  return Status::Ok();
+}
+
+Status Store::UpdateSweep(const SweepRow& row) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("UPDATE sweeps SET state = ?2, cancel_requested = ?3, message = ?4, "
+                                 "update_us = ?5, end_us = ?6 WHERE id = ?1"));
+  s.Bind(1, row.id).Bind(2, static_cast<int>(ToProto(row.state)));
+  s.Bind(3, row.cancel_requested ? 1 : 0).Bind(4, row.message).Bind(5, row.update_us).Bind(6, row.end_us);
+  RDATTN_RETURN_IF_ERROR(s.Run());
+  if (db_->Changes() != 1) return NotFoundError("sweep " + row.id + " not found");
+  return Status::Ok();
+}
+
+StatusOr<SweepRow> Store::GetSweep(const std::string& id) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE id = ?1"));
+  s.Bind(1, id);
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFoundError("sweep " + id + " not found");
+  return ReadSweep(s);
+}
+
+StatusOr<std::optional<SweepRow>> Store::FindSweepByRequestId(const std::string& request_id) {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kSweepColumns +
+                                                      " FROM sweeps WHERE request_id = ?1"));
+  s.Bind(1, request_id);
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<SweepRow>();
+  RDATTN_ASSIGN_OR_RETURN(SweepRow r, ReadSweep(s));
+  return std::optional<SweepRow>(std::move(r));
+}
+
+StatusOr<std::vector<SweepRow>> Store::ListSweeps(const SweepFilter& filter) {
+  // States as a bit mask (proto numbers 1..5) keeps the statement cacheable.
+  int64_t state_mask = 0;
+  for (SweepState st : filter.states) state_mask |= int64_t{1} << static_cast<int>(ToProto(st));
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare(std::string("SELECT ") + kSweepColumns +
+                   " FROM sweeps WHERE (?1 = 0 OR seq < ?1) AND (?2 = '' OR owner = ?2) "
+                   "AND (?3 = 0 OR ((?3 >> state) & 1) = 1) ORDER BY seq DESC LIMIT ?4"));
+  s.Bind(1, filter.before_seq).Bind(2, filter.owner).Bind(3, state_mask).Bind(4, filter.limit);
+  std::vector<SweepRow> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(SweepRow r, ReadSweep(s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// --- jobs ----------------------------------------------------------------------------------
+
+Status Store::InsertJob(JobRow& row) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("INSERT INTO jobs (id, sweep_id, pair_group, scale, arm, seed, spec, state, "
+                   "attempts, preemptions, max_attempts, priority, world_size, hardware_pref, "
+                   "create_us, update_us) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
+  s.Bind(1, row.id).Bind(2, row.sweep_id).Bind(3, row.pair_group).Bind(4, row.spec.scale());
+  s.Bind(5, row.spec.arm()).Bind(6, static_cast<int64_t>(row.spec.seed()));
+  s.BindBlob(7, row.spec.SerializeAsString()).Bind(8, static_cast<int>(ToProto(row.state)));
+  s.Bind(9, row.attempts).Bind(10, row.preemptions).Bind(11, row.max_attempts);
+  s.Bind(12, row.priority).Bind(13, row.world_size);
+  s.Bind(14, static_cast<int>(ToProto(row.preferred_kind)));
+  s.Bind(15, row.create_us).Bind(16, row.update_us);
+  RDATTN_RETURN_IF_ERROR(s.Run());
+  row.seq = db_->LastInsertRowId();
+  // The remaining columns start at their defaults; write them if the caller set any.
+  return UpdateJob(row);
+}
+
+Status Store::UpdateJob(const JobRow& r) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("UPDATE jobs SET state = ?2, attempts = ?3, preemptions = ?4, "
+                   "cancel_requested = ?5, worker_id = ?6, worker_kind = ?7, lease_id = ?8, "
+                   "lease_expiry_us = ?9, step = ?10, tokens = ?11, last_train_loss = ?12, "
+                   "last_val_nll = ?13, tokens_per_second = ?14, init_checksum = ?15, "
+                   "last_checkpoint = ?16, failure_reason = ?17, start_us = ?18, end_us = ?19, "
+                   "update_us = ?20 WHERE id = ?1"));
+  s.Bind(1, r.id).Bind(2, static_cast<int>(ToProto(r.state))).Bind(3, r.attempts);
+  s.Bind(4, r.preemptions).Bind(5, r.cancel_requested ? 1 : 0).Bind(6, r.worker_id);
+  s.Bind(7, static_cast<int>(ToProto(r.worker_kind))).Bind(8, r.lease_id).Bind(9, r.lease_expiry_us);
+  s.Bind(10, r.step).Bind(11, r.tokens).Bind(12, r.last_train_loss).Bind(13, r.last_val_nll);
+  s.Bind(14, r.tokens_per_second).Bind(15, r.init_checksum).Bind(16, r.last_checkpoint);
+  s.Bind(17, r.failure_reason).Bind(18, r.start_us).Bind(19, r.end_us).Bind(20, r.update_us);
+  RDATTN_RETURN_IF_ERROR(s.Run());
+  if (db_->Changes() != 1) return NotFoundError("job " + r.id + " not found");
+  return Status::Ok();
+}
+
+StatusOr<JobRow> Store::ReadJob(SqliteStmt& s) {
+  JobRow r;
+  r.seq = s.Int(0);
+  r.id = s.Text(1);
+  r.sweep_id = s.Text(2);
+  r.pair_group = s.Text(3);
+  RDATTN_RETURN_IF_ERROR(ParseBlob(s.Blob(4), &r.spec, "job " + r.id));
+  RDATTN_ASSIGN_OR_RETURN(r.state, JobStateFromProto(static_cast<int>(s.Int(5))));
+  r.attempts = static_cast<int>(s.Int(6));
+  r.preemptions = static_cast<int>(s.Int(7));
+  r.max_attempts = static_cast<int>(s.Int(8));
+  r.priority = static_cast<int>(s.Int(9));
+  r.world_size = static_cast<int>(s.Int(10));
+  r.preferred_kind = HardwareKindFromProto(static_cast<int>(s.Int(11)));
+  r.cancel_requested = s.Int(12) != 0;
+  r.worker_id = s.Text(13);
+  r.worker_kind = HardwareKindFromProto(static_cast<int>(s.Int(14)));
+  r.lease_id = s.Text(15);
+  r.lease_expiry_us = s.Int(16);
+  r.step = s.Int(17);
+  r.tokens = s.Int(18);
+  r.last_train_loss = s.Double(19);
+  r.last_val_nll = s.Double(20);
+  r.tokens_per_second = s.Double(21);
+  r.init_checksum = s.Text(22);
+  r.last_checkpoint = s.Text(23);
+  r.failure_reason = s.Text(24);
+  r.create_us = s.Int(25);
+  r.start_us = s.Int(26);
+  r.end_us = s.Int(27);
+  r.update_us = s.Int(28);
+  return r;
+}
+
+StatusOr<std::vector<JobRow>> Store::QueryJobs(const std::string& where, const std::string& arg,
+                                               int64_t int_arg) {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kJobColumns +
+                                                      " FROM jobs WHERE " + where + " ORDER BY seq"));
+  s.Bind(1, arg).Bind(2, int_arg);
+  std::vector<JobRow> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(JobRow r, ReadJob(s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+StatusOr<JobRow> Store::GetJob(const std::string& id) {
+  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> rows, QueryJobs("id = ?1 AND ?2 = 0", id, 0));
+  if (rows.empty()) return NotFoundError("job " + id + " not found");
+  return std::move(rows.front());
+}
+
+StatusOr<std::optional<JobRow>> Store::FindJobByLease(const std::string& lease_id) {
+  if (lease_id.empty()) return std::optional<JobRow>();
+  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> rows,
+                          QueryJobs("lease_id = ?1 AND lease_id != '' AND ?2 = 0", lease_id, 0));
+  if (rows.empty()) return std::optional<JobRow>();
+  return std::optional<JobRow>(std::move(rows.front()));
+}
+
+StatusOr<std::vector<JobRow>> Store::ListJobs(const std::string& sweep_id) {
+  return QueryJobs("sweep_id = ?1 AND ?2 = 0", sweep_id, 0);
+}
+
+StatusOr<std::vector<JobRow>> Store::ListJobsOfWorker(const std::string& worker_id) {
+  return QueryJobs("worker_id = ?1 AND lease_id != '' AND ?2 = 0", worker_id, 0);
+}
+
+StatusOr<std::vector<JobRow>> Store::ListExpiredLeases(int64_t now_us) {
+  return QueryJobs("lease_id != '' AND ?1 = ?1 AND lease_expiry_us < ?2", "", now_us);
+}
+
+StatusOr<std::vector<PendingJob>> Store::ListPending() {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("SELECT id, pair_group, priority, seq, world_size, hardware_pref "
+                                 "FROM jobs WHERE state = ?1 ORDER BY priority DESC, seq"));
+  s.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
+  std::vector<PendingJob> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    PendingJob j;
+    j.job_id = s.Text(0);
+    j.pair_group = s.Text(1);
+    j.priority = static_cast<int>(s.Int(2));
+    j.create_order = s.Int(3);
+    j.world_size = static_cast<int>(s.Int(4));
+    j.preferred_kind = HardwareKindFromProto(static_cast<int>(s.Int(5)));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::PendingGroupKinds() {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("SELECT DISTINCT j.pair_group, a.worker_kind FROM attempts a "
+                   "JOIN jobs j ON j.id = a.job_id "
+                   "WHERE j.pair_group IN (SELECT pair_group FROM jobs WHERE state = ?1)"));
+  s.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
+  std::map<std::string, std::set<HardwareKind>> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    const HardwareKind kind = HardwareKindFromProto(static_cast<int>(s.Int(1)));
+    if (kind != HardwareKind::kAny) out[s.Text(0)].insert(kind);
+  }
+  return out;
+}
+
+StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("SELECT state, COUNT(*), SUM(attempts > 0) FROM jobs "
+                                 "WHERE sweep_id = ?1 GROUP BY state"));
+  s.Bind(1, sweep_id);
+  SweepFacts f;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(0))));
+    const int n = static_cast<int>(s.Int(1));
+    f.total += n;
+    if (s.Int(2) > 0) f.any_started = true;
+    switch (state) {
+      case JobState::kPending: f.pending += n; break;
+      case JobState::kLeased: f.leased += n; break;
+      case JobState::kRunning: f.running += n; break;
+      case JobState::kSucceeded: f.succeeded += n; break;
+      case JobState::kFailed: f.failed += n; break;
+      case JobState::kCancelled: f.cancelled += n; break;
+    }
+  }
+  return f;
+}
+
+// --- attempts ------------------------------------------------------------------------------
+
+Status Store::InsertAttempt(const AttemptRow& r) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare(std::string("INSERT INTO attempts (") + kAttemptColumns +
+                   ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"));
+  s.Bind(1, r.job_id).Bind(2, r.attempt).Bind(3, r.lease_id).Bind(4, r.worker_id);
+  s.Bind(5, static_cast<int>(ToProto(r.worker_kind))).Bind(6, r.lease_us).Bind(7, r.start_us);
+  s.Bind(8, r.end_us).Bind(9, r.outcome).Bind(10, r.exit_code).Bind(11, r.term_signal);
+  s.Bind(12, r.stderr_tail).Bind(13, r.message);
+  return s.Run();
+}
+
+Status Store::UpdateAttempt(const AttemptRow& r) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("UPDATE attempts SET start_us = ?3, end_us = ?4, outcome = ?5, exit_code = ?6, "
+                   "term_signal = ?7, stderr_tail = ?8, message = ?9 "
+                   "WHERE job_id = ?1 AND attempt = ?2"));
+  s.Bind(1, r.job_id).Bind(2, r.attempt).Bind(3, r.start_us).Bind(4, r.end_us).Bind(5, r.outcome);
+  s.Bind(6, r.exit_code).Bind(7, r.term_signal).Bind(8, r.stderr_tail).Bind(9, r.message);
+  RDATTN_RETURN_IF_ERROR(s.Run());
+  if (db_->Changes() != 1) {
+    return NotFoundError("attempt " + std::to_string(r.attempt) + " of job " + r.job_id + " not found");
+  }
+  return Status::Ok();
+}
+
+StatusOr<AttemptRow> Store::GetAttempt(const std::string& job_id, int attempt) {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kAttemptColumns +
+                                                      " FROM attempts WHERE job_id = ?1 AND attempt = ?2"));
+  s.Bind(1, job_id).Bind(2, attempt);
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) {
+    return NotFoundError("attempt " + std::to_string(attempt) + " of job " + job_id + " not found");
+  }
+  return ReadAttempt(s);
+}
+
+StatusOr<std::vector<AttemptRow>> Store::ListAttempts(const std::string& job_id) {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kAttemptColumns +
+                                                      " FROM attempts WHERE job_id = ?1 ORDER BY attempt"));
+  s.Bind(1, job_id);
+  std::vector<AttemptRow> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadAttempt(s));
+  }
+  return out;
+}
+
+// --- events --------------------------------------------------------------------------------
+
+StatusOr<bool> Store::AppendEvent(EventRow& row) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("INSERT OR IGNORE INTO events (sweep_id, job_id, kind, attempt, metric_seq, "
+                   "metric_kind, time_us, blob) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+  // The stored blob leaves out what the columns hold (seq, sweep id, time).
+  pb::WatchEvent stored = row.event;
+  stored.clear_seq();
+  stored.clear_sweep_id();
+  stored.clear_time();
+  s.Bind(1, row.sweep_id).Bind(2, row.job_id).Bind(3, static_cast<int>(row.kind));
+  if (row.kind == EventKind::kMetric) {
+    s.Bind(4, row.attempt).Bind(5, row.metric_seq).Bind(6, row.metric_kind);
+  } else {
+    s.BindNull(4).BindNull(5).BindNull(6);
+  }
+  s.Bind(7, row.time_us).BindBlob(8, stored.SerializeAsString());
+  RDATTN_RETURN_IF_ERROR(s.Run());
+  if (db_->Changes() == 0) {
+    row.seq = 0;
+    return false;
+  }
+  row.seq = db_->LastInsertRowId();
+  row.event.set_seq(static_cast<uint64_t>(row.seq));
+  row.event.set_sweep_id(row.sweep_id);
+  SetTimestamp(row.time_us, row.event.mutable_time());
+  return true;
+}
+
+StatusOr<std::vector<EventRow>> Store::ReadEvents(const std::string& sweep_id, int64_t after_seq,
+                                                  int limit) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kEventColumns +
+                                 " FROM events WHERE sweep_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"));
+  s.Bind(1, sweep_id).Bind(2, after_seq).Bind(3, limit);
+  std::vector<EventRow> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(EventRow r, ReadEvent(s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep_id, int metric_kind) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kEventColumns +
+                                 " FROM events WHERE sweep_id = ?1 AND kind = ?2 AND metric_kind = ?3 "
+                                 "ORDER BY seq"));
+  s.Bind(1, sweep_id).Bind(2, static_cast<int>(EventKind::kMetric)).Bind(3, metric_kind);
+  std::vector<EventRow> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(EventRow r, ReadEvent(s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+StatusOr<int64_t> Store::LastEventSeq() {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM events"));
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Int(0) : 0;
+}
+
+StatusOr<int64_t> Store::LastSweepEventSeq(const std::string& sweep_id) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM events WHERE sweep_id = ?1"));
+  s.Bind(1, sweep_id);
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Int(0) : 0;
+}
+
+StatusOr<int64_t> Store::MaxMetricSeq(const std::string& job_id, int attempt) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("SELECT COALESCE(MAX(metric_seq), 0) FROM events "
+                   "WHERE job_id = ?1 AND attempt = ?2 AND metric_seq IS NOT NULL"));
+  s.Bind(1, job_id).Bind(2, attempt);
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Int(0) : 0;
+}
+
+// --- workers -------------------------------------------------------------------------------
+
+Status Store::UpsertWorker(const WorkerRow& r) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("INSERT INTO workers (id, hostname, kind, slots, free_slots, registration, "
+                   "registered_us, last_seen_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                   "ON CONFLICT(id) DO UPDATE SET hostname = excluded.hostname, "
+                   "kind = excluded.kind, slots = excluded.slots, free_slots = excluded.free_slots, "
+                   "registration = excluded.registration, registered_us = excluded.registered_us, "
+                   "last_seen_us = excluded.last_seen_us"));
+  s.Bind(1, r.id).Bind(2, r.hostname).Bind(3, static_cast<int>(ToProto(r.kind))).Bind(4, r.slots);
+  s.Bind(5, r.free_slots).BindBlob(6, r.registration.SerializeAsString());
+  s.Bind(7, r.registered_us).Bind(8, r.last_seen_us);
+  return s.Run();
+}
+
+StatusOr<std::optional<WorkerRow>> Store::GetWorker(const std::string& id) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("SELECT id, hostname, kind, slots, free_slots, registration, "
+                                 "registered_us, last_seen_us FROM workers WHERE id = ?1"));
+  s.Bind(1, id);
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<WorkerRow>();
+  RDATTN_ASSIGN_OR_RETURN(WorkerRow r, ReadWorker(s));
+  return std::optional<WorkerRow>(std::move(r));
+}
+
+Status Store::TouchWorker(const std::string& id, int64_t now_us, int free_slots) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("UPDATE workers SET last_seen_us = ?2, free_slots = ?3 WHERE id = ?1"));
+  s.Bind(1, id).Bind(2, now_us).Bind(3, free_slots);
+  return s.Run();
+}
+
+StatusOr<std::map<HardwareKind, int>> Store::LiveWorkersByKind(int64_t since_us) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("SELECT kind, COUNT(*) FROM workers WHERE last_seen_us >= ?1 GROUP BY kind"));
+  s.Bind(1, since_us);
+  std::map<HardwareKind, int> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out[HardwareKindFromProto(static_cast<int>(s.Int(0)))] += static_cast<int>(s.Int(1));
+  }
+  return out;
+}
+
+}  // namespace rdattn::coordinator

@@ -1,0 +1,199 @@
+// The coordinator's persistent state: one SQLite file in WAL mode with the tables sweeps, jobs,
+// attempts, events and workers (schema in docs/coordinator.md). The persisted form of a sweep,
+// a job and an event is its proto, serialized into a blob, plus the indexed columns the
+// queries need. Data access only: the life-cycle rules are in job_state_machine, the policy in
+// scheduler, the orchestration in core.
+//
+// Not thread-safe: the owner (Core) serializes every call, and wraps multi-step changes in
+// Transaction().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/job_state_machine.h"
+#include "coordinator/scheduler.h"
+#include "coordinator/sqlite_db.h"
+#include "rdattn/v1/coordinator.pb.h"
+#include "rdattn/v1/sweep.pb.h"
+
+namespace rdattn::coordinator {
+
+namespace pb = ::rdattn::v1;
+
+// Times are unix microseconds; 0 means unset.
+struct SweepRow {
+  int64_t seq = 0;  // creation order (paging key); set by InsertSweep
+  std::string id;
+  std::string request_id;
+  std::string owner;
+  pb::SweepSpec spec;
+  SweepState state = SweepState::kPending;
+  bool cancel_requested = false;
+  std::string message;  // why FAILED or CANCELLED
+  int max_attempts = 1;
+  int64_t create_us = 0;
+  int64_t update_us = 0;
+  int64_t end_us = 0;
+};
+
+struct JobRow {
+  int64_t seq = 0;  // creation order; set by InsertJob
+  std::string id;
+  std::string sweep_id;
+  std::string pair_group;
+  pb::JobSpec spec;  // as expanded (attempt 0)
+  JobState state = JobState::kPending;
+  int attempts = 0;     // attempts started
+  int preemptions = 0;  // attempts that ended PREEMPTED (not counted against max_attempts)
+  int max_attempts = 1;
+  int priority = 0;
+  int world_size = 1;
+  HardwareKind preferred_kind = HardwareKind::kAny;
+  bool cancel_requested = false;
+  // The current (or last) lease.
+  std::string worker_id;
+  HardwareKind worker_kind = HardwareKind::kAny;
+  std::string lease_id;  // empty when no lease is held
+  int64_t lease_expiry_us = 0;
+  // Progress, from the latest metric events.
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double last_train_loss = 0;
+  double last_val_nll = 0;
+  double tokens_per_second = 0;
+  std::string init_checksum;
+  std::string last_checkpoint;
+  std::string failure_reason;
+  int64_t create_us = 0;
+  int64_t start_us = 0;
+  int64_t end_us = 0;
+  int64_t update_us = 0;
+};
+
+struct AttemptRow {
+  std::string job_id;
+  int attempt = 0;  // 1-based
+  std::string lease_id;
+  std::string worker_id;
+  HardwareKind worker_kind = HardwareKind::kAny;
+  int64_t lease_us = 0;  // when leased
+  int64_t start_us = 0;  // when the ranks started
+  int64_t end_us = 0;
+  std::string outcome;  // "" while open; SUCCEEDED FAILED CANCELLED PREEMPTED LEASE_EXPIRED
+  int exit_code = 0;
+  int term_signal = 0;
+  std::string stderr_tail;
+  std::string message;
+};
+
+enum class EventKind { kJobStateChange = 1, kMetric = 2, kSweepStateChange = 3 };
+
+struct EventRow {
+  int64_t seq = 0;  // global, strictly increasing; set by AppendEvent
+  std::string sweep_id;
+  std::string job_id;  // empty for sweep state changes
+  EventKind kind = EventKind::kJobStateChange;
+  int attempt = 0;          // metric events
+  int64_t metric_seq = 0;   // metric events: MetricEvent.seq (idempotency key with job, attempt)
+  int metric_kind = 0;      // metric events: MetricEvent.kind
+  int64_t time_us = 0;
+  pb::WatchEvent event;  // seq, sweep_id and time are filled in on read
+};
+
+struct WorkerRow {
+  std::string id;
+  std::string hostname;
+  HardwareKind kind = HardwareKind::kCpu;
+  int slots = 0;
+  int free_slots = 0;
+  pb::RegisterWorkerRequest registration;  // labels, device name, version
+  int64_t registered_us = 0;
+  int64_t last_seen_us = 0;
+};
+
+struct SweepFilter {
+  std::vector<SweepState> states;  // empty: any
+  std::string owner;               // empty: any
+  int64_t before_seq = 0;          // only sweeps with seq < before_seq; 0: no bound
+  int limit = 50;
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens or creates the database at `path`, sets WAL mode, synchronous=NORMAL and a busy
+  // timeout, and creates or checks the schema. A file with a newer schema is
+  // FAILED_PRECONDITION; an unreadable one UNAVAILABLE or DATA_LOSS.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+
+  // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it returns an error.
+  Status Transaction(const std::function<Status()>& fn);
+  // PRAGMA journal_mode ("wal" after Open on a file).
+  StatusOr<std::string> JournalMode();
+
+  // --- sweeps
+  Status InsertSweep(SweepRow& row);  // sets row.seq; duplicate id or request_id: ALREADY_EXISTS
+  Status UpdateSweep(const SweepRow& row);  // state, cancel, message, times
+  StatusOr<SweepRow> GetSweep(const std::string& id);  // NOT_FOUND
+  StatusOr<std::optional<SweepRow>> FindSweepByRequestId(const std::string& request_id);
+  StatusOr<std::vector<SweepRow>> ListSweeps(const SweepFilter& filter);  // newest first
+
+  // --- jobs
+  Status InsertJob(JobRow& row);  // sets row.seq
+  Status UpdateJob(const JobRow& row);  // every mutable column
+  StatusOr<JobRow> GetJob(const std::string& id);  // NOT_FOUND
+  StatusOr<std::optional<JobRow>> FindJobByLease(const std::string& lease_id);
+  StatusOr<std::vector<JobRow>> ListJobs(const std::string& sweep_id);  // creation order
+  StatusOr<std::vector<JobRow>> ListJobsOfWorker(const std::string& worker_id);  // holding a lease
+  StatusOr<std::vector<JobRow>> ListExpiredLeases(int64_t now_us);
+  StatusOr<std::vector<PendingJob>> ListPending();
+  // Kinds every pair group with a PENDING job has run on (from its attempts).
+  StatusOr<std::map<std::string, std::set<HardwareKind>>> PendingGroupKinds();
+  StatusOr<SweepFacts> GetSweepFacts(const std::string& sweep_id);
+
+  // --- attempts
+  Status InsertAttempt(const AttemptRow& row);
+  Status UpdateAttempt(const AttemptRow& row);
+  StatusOr<AttemptRow> GetAttempt(const std::string& job_id, int attempt);  // NOT_FOUND
+  StatusOr<std::vector<AttemptRow>> ListAttempts(const std::string& job_id);
+
+  // --- events
+  // Stores the event and sets row.seq. A metric event whose (job_id, attempt, metric_seq) is
+  // already stored is not stored again: returns false and leaves row.seq 0.
+  StatusOr<bool> AppendEvent(EventRow& row);
+  // Events of a sweep with seq > after_seq, in seq order, at most `limit`.
+  StatusOr<std::vector<EventRow>> ReadEvents(const std::string& sweep_id, int64_t after_seq, int limit);
+  // Metric events of a sweep of one MetricEvent kind, in seq order.
+  StatusOr<std::vector<EventRow>> ReadMetricEvents(const std::string& sweep_id, int metric_kind);
+  StatusOr<int64_t> LastEventSeq();                                // 0 when none
+  StatusOr<int64_t> LastSweepEventSeq(const std::string& sweep_id);  // 0 when none
+  StatusOr<int64_t> MaxMetricSeq(const std::string& job_id, int attempt);  // 0 when none
+
+  // --- workers
+  Status UpsertWorker(const WorkerRow& row);
+  StatusOr<std::optional<WorkerRow>> GetWorker(const std::string& id);
+  Status TouchWorker(const std::string& id, int64_t now_us, int free_slots);
+  // Workers seen at or after `since_us`, counted by kind.
+  StatusOr<std::map<HardwareKind, int>> LiveWorkersByKind(int64_t since_us);
+
+ private:
+  explicit Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  Status Init();
+  StatusOr<JobRow> ReadJob(SqliteStmt& stmt);
+  StatusOr<std::vector<JobRow>> QueryJobs(const std::string& where, const std::string& arg,
+                                          int64_t int_arg);
+
+  std::unique_ptr<SqliteDb> db_;  // never null
+  bool in_transaction_ = false;
+};
+
+}  // namespace rdattn::coordinator

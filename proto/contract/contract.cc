@@ -1,0 +1,134 @@
+// The small parts of the contract library: Status <-> grpc::Status, the RunSpec <-> RunConfig
+// bridge through protobuf's JSON mapping, the sweep defaults and the error splitter. Sweep
+// parsing is in sweep_parse.cc, validation and expansion in sweep_expand.cc.
+#include "proto/contract/contract.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <set>
+#include <utility>
+
+namespace rdattn::contract {
+namespace {
+
+namespace gp = ::google::protobuf;
+
+// Protobuf's JSON printer with proto field names (what ParseRunConfig names in its errors).
+bool PrintJson(const gp::Message& message, std::string* out) {
+  gp::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  return gp::util::MessageToJsonString(message, out, options).ok();
+}
+
+StatusOr<nlohmann::json> RunSpecJsonChecked(const pb::RunSpec& spec) {
+  std::string text;
+  if (!PrintJson(spec, &text)) {
+    return InvalidArgumentError("RunSpec: cannot be printed as JSON (invalid UTF-8 in a string?)");
+  }
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return InvalidArgumentError("RunSpec: its JSON form does not parse (invalid UTF-8?)");
+  }
+  return j;
+}
+
+bool IsIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
+
+const std::set<std::string>& ErrorRoots() {
+  static const std::set<std::string>* roots = [] {
+    auto* s = new std::set<std::string>{"SweepSpec", "RunSpec"};
+    for (const gp::Descriptor* d : {pb::SweepSpec::descriptor(), pb::RunSpec::descriptor()}) {
+      for (int i = 0; i < d->field_count(); ++i) s->insert(d->field(i)->name());
+    }
+    return s;
+  }();
+  return *roots;
+}
+
+// True when `rest` (the text after "; ") starts a new "field: reason" part.
+bool StartsFieldError(std::string_view rest) {
+  size_t n = 0;
+  while (n < rest.size() && IsIdentChar(rest[n])) ++n;
+  if (n == 0 || !IsIdentStart(rest[0]) || n >= rest.size()) return false;
+  const std::string ident(rest.substr(0, n));
+  const char next = rest[n];
+  if (ident == "line")
+    return next == ' ' && n + 1 < rest.size() && rest[n + 1] >= '0' && rest[n + 1] <= '9';
+  if (next != '.' && next != '[' && next != ':') return false;
+  return ErrorRoots().count(ident) > 0;
+}
+
+}  // namespace
+
+// --- Status ------------------------------------------------------------------------------------
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
+                      status.message());
+}
+
+Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return Status::Ok();
+  const int code = static_cast<int>(status.error_code());
+  const bool known = code > 0 && code <= static_cast<int>(StatusCode::kUnauthenticated);
+  return Status(known ? static_cast<StatusCode>(code) : StatusCode::kUnknown,
+                status.error_message());
+}
+
+// --- RunSpec <-> RunConfig ---------------------------------------------------------------------
+
+nlohmann::json RunSpecToJson(const pb::RunSpec& spec) {
+  auto j = RunSpecJsonChecked(spec);
+  return j.ok() ? std::move(j).value() : nlohmann::json();
+}
+
+StatusOr<RunConfig> ParseRunSpec(const pb::RunSpec& spec) {
+  RDATTN_ASSIGN_OR_RETURN(nlohmann::json j, RunSpecJsonChecked(spec));
+  return ParseRunConfig(j);
+}
+
+StatusOr<pb::RunSpec> RunSpecFromConfig(const RunConfig& cfg) {
+  const std::string text =
+      RunSpecJson(cfg).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  pb::RunSpec spec;
+  const auto status = gp::util::JsonStringToMessage(text, &spec);
+  if (!status.ok()) {
+    return InternalError("RunSpecJson does not parse as rdattn.v1.RunSpec: " +
+                         std::string(status.message()));
+  }
+  return spec;
+}
+
+// --- Sweep defaults ----------------------------------------------------------------------------
+
+int MaxAttempts(const pb::SweepSpec& spec) {
+  return spec.max_attempts() > 0 ? spec.max_attempts() : kDefaultMaxAttempts;
+}
+
+std::string ReferenceArm(const pb::SweepSpec& spec) {
+  return spec.reference_arm().empty() ? std::string(kDefaultReferenceArm) : spec.reference_arm();
+}
+
+std::string ScaleName(const pb::ScaleSpec& scale) {
+  return scale.name().empty() ? scale.preset() : scale.name();
+}
+
+std::vector<std::string> SplitFieldErrors(std::string_view message) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  size_t pos = 0;
+  while ((pos = message.find("; ", pos)) != std::string_view::npos) {
+    if (StartsFieldError(message.substr(pos + 2))) {
+      out.emplace_back(message.substr(start, pos - start));
+      start = pos + 2;
+    }
+    pos += 2;
+  }
+  if (start < message.size() || out.empty()) out.emplace_back(message.substr(start));
+  return out;
+}
+
+}  // namespace rdattn::contract

@@ -1,0 +1,392 @@
+// ExpandSweep: validates a SweepSpec and expands it into jobs, one per (scale, seed, arm) and
+// per (scale, seed, control). The sweep's own rules (names, arms, seeds, controls, priority)
+// are checked here; every job's RunSpec is then checked by ParseRunSpec (= ParseRunConfig, the
+// trainer's one validation function), and its errors are renamed to the sweep field the user
+// wrote ("model.shape.width" -> "scales[0].shape.width"). Each distinct error is reported once,
+// with the scales it occurs at when it does not occur at every scale.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/config.h"
+#include "proto/contract/contract.h"
+#include "proto/contract/field_errors.h"
+
+namespace rdattn::contract {
+namespace {
+
+using internal::FieldErrors;
+using internal::IndexPath;
+using internal::JoinPath;
+
+// Labels every job's RunSpec gets from its place in the sweep; a sweep may not set them.
+const char* const kJobLabels[] = {"sweep", "scale", "arm", "seed", "pair_group"};
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string ListOf(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+bool ValidScaleName(const std::string& name) {
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return !name.empty();
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// One arm to run at every (scale, seed): a main arm or a control.
+struct ArmPlan {
+  std::string arm;
+  std::string field;           // "arms[1]" or "controls[0].arm"
+  int control_index = -1;      // index into SweepSpec.controls, or -1 for a main arm
+  std::string parent_arm;      // controls only
+  int64_t stop_at_tokens = 0;  // controls only
+};
+
+// Where one job came from, to rename its RunSpec errors.
+struct JobOrigin {
+  int scale_index = 0;
+  int seed_index = 0;
+  const ArmPlan* arm = nullptr;
+};
+
+// RunSpec field path -> the sweep field the user wrote.
+std::string SweepField(const std::string& path, const pb::SweepSpec& spec, const JobOrigin& o) {
+  const pb::ScaleSpec& scale = spec.scales(o.scale_index);
+  const std::string scale_field = IndexPath("scales", o.scale_index);
+  auto starts = [&path](const std::string& root) {
+    return path == root || StartsWith(path, root + ".") || StartsWith(path, root + "[");
+  };
+  if (starts("model.preset")) return scale_field + ".preset";
+  if (starts("model.shape")) return scale_field + path.substr(std::string("model").size());
+  if (starts("model.arm")) return o.arm->field;
+  if (starts("model")) return scale_field;
+  if (starts("init_seed") || starts("data.data_seed")) return IndexPath("seeds", o.seed_index);
+  if (starts("optim.peak_lr") && scale.has_peak_lr()) return scale_field + ".peak_lr";
+  if (starts("parallel.world_size") && scale.world_size() != 0) {
+    return scale_field + ".world_size";
+  }
+  if (starts("schedule.micro_batch_sequences") && scale.micro_batch_sequences() != 0) {
+    return scale_field + ".micro_batch_sequences";
+  }
+  if (starts("schedule.stop_at_tokens") && o.arm->control_index >= 0) {
+    return IndexPath("controls", o.arm->control_index) + ".stop_at_tokens";
+  }
+  if (starts("run_id") || starts("job_id") || starts("sweep_id")) return "sweep_id";
+  if (path == "RunSpec" || path.empty()) return "SweepSpec";
+  return path;
+}
+
+// The RunSpec errors of all jobs, renamed and deduplicated, with the scales each occurs at.
+class RunErrors {
+ public:
+  explicit RunErrors(const pb::SweepSpec& spec) : spec_(spec) {}
+
+  void AddRunStatus(const Status& status, const JobOrigin& origin) {
+    for (const std::string& part : SplitFieldErrors(status.message())) {
+      const size_t colon = part.find(": ");
+      const std::string path = colon == std::string::npos ? "RunSpec" : part.substr(0, colon);
+      const std::string reason = colon == std::string::npos ? part : part.substr(colon + 2);
+      Add(SweepField(path, spec_, origin), reason, origin.scale_index);
+    }
+  }
+
+  void Add(const std::string& field, const std::string& reason, int scale_index) {
+    const std::string text = field + ": " + reason;
+    auto it = scales_.find(text);
+    if (it == scales_.end()) {
+      order_.push_back(text);
+      it = scales_.emplace(text, std::set<int>{}).first;
+    }
+    it->second.insert(scale_index);
+  }
+
+  // Appends every error to `errors`; an error on a sweep-wide field that only some scales hit
+  // says which ("... (at scale 'M')").
+  void AppendTo(FieldErrors& errors) const {
+    const int scale_count = spec_.scales_size();
+    for (const std::string& text : order_) {
+      const std::set<int>& at = scales_.at(text);
+      if (scale_count <= 1 || static_cast<int>(at.size()) == scale_count ||
+          StartsWith(text, "scales[")) {
+        errors.AddText(text);
+        continue;
+      }
+      std::vector<std::string> names;
+      for (int i : at) names.push_back(Quote(ScaleName(spec_.scales(i))));
+      errors.AddText(text + " (at scale" + (names.size() > 1 ? "s " : " ") + ListOf(names) + ")");
+    }
+  }
+
+ private:
+  const pb::SweepSpec& spec_;
+  std::vector<std::string> order_;
+  std::map<std::string, std::set<int>> scales_;
+};
+
+// --- The sweep's own rules -----------------------------------------------------------------
+
+void CheckScales(const pb::SweepSpec& spec, FieldErrors& errors) {
+  if (spec.scales_size() == 0) {
+    errors.Add("scales", "must not be empty (e.g. [{name: S, preset: S}])");
+  }
+  std::set<std::string> names;
+  for (int i = 0; i < spec.scales_size(); ++i) {
+    const pb::ScaleSpec& scale = spec.scales(i);
+    const std::string field = IndexPath("scales", i);
+    const std::string name = ScaleName(scale);
+    if (name.empty()) {
+      errors.Add(field + ".name",
+                 "required when scales[" + std::to_string(i) + "].preset is empty");
+    } else if (!ValidScaleName(name)) {
+      errors.Add(field + (scale.name().empty() ? ".preset" : ".name"),
+                 Quote(name) + " may contain only letters, digits, '_', '-' and '.'");
+    } else if (!names.insert(name).second) {
+      errors.Add(field + ".name", "duplicate scale name " + Quote(name));
+    }
+  }
+}
+
+// The main arms and the controls, in job order; bad ones are reported and left out.
+std::vector<ArmPlan> CheckArms(const pb::SweepSpec& spec, FieldErrors& errors) {
+  std::vector<ArmPlan> plans;
+  std::set<std::string> main_arms;
+  std::vector<std::string> main_list;
+  if (spec.arms_size() == 0) errors.Add("arms", "must not be empty (e.g. [block, rd])");
+  for (int j = 0; j < spec.arms_size(); ++j) {
+    const std::string& arm = spec.arms(j);
+    const std::string field = IndexPath("arms", j);
+    if (!model::ParseArm(arm)) {
+      errors.Add(field, "unknown arm " + Quote(arm) + "; valid: " + model::ValidArmNames());
+    } else if (!main_arms.insert(arm).second) {
+      errors.Add(field, "duplicate arm " + Quote(arm));
+    } else {
+      main_list.push_back(arm);
+      plans.push_back(ArmPlan{arm, field, -1, "", 0});
+    }
+  }
+
+  const std::string reference = ReferenceArm(spec);
+  if (spec.arms_size() > 0 && !main_arms.count(reference)) {
+    errors.Add("reference_arm",
+               spec.reference_arm().empty()
+                   ? "not set, and the default " + Quote(reference) + " is not one of arms [" +
+                         ListOf(main_list) + "]"
+                   : Quote(reference) + " is not one of arms [" + ListOf(main_list) + "]");
+  }
+
+  std::set<std::string> control_arms;
+  for (int k = 0; k < spec.controls_size(); ++k) {
+    const pb::ControlSpec& c = spec.controls(k);
+    const std::string field = IndexPath("controls", k);
+    bool ok = true;
+    if (c.arm().empty()) {
+      errors.Add(field + ".arm", "required");
+      ok = false;
+    } else if (!model::ParseArm(c.arm())) {
+      errors.Add(field + ".arm",
+                 "unknown arm " + Quote(c.arm()) + "; valid: " + model::ValidArmNames());
+      ok = false;
+    } else if (main_arms.count(c.arm())) {
+      errors.Add(field + ".arm", Quote(c.arm()) + " is already one of arms (a control needs " +
+                                     "an arm of its own)");
+      ok = false;
+    } else if (!control_arms.insert(c.arm()).second) {
+      errors.Add(field + ".arm", "duplicate control arm " + Quote(c.arm()));
+      ok = false;
+    }
+    if (c.parent_arm().empty()) {
+      errors.Add(field + ".parent_arm", "required (one of arms [" + ListOf(main_list) + "])");
+      ok = false;
+    } else if (!main_arms.count(c.parent_arm())) {
+      errors.Add(field + ".parent_arm",
+                 Quote(c.parent_arm()) + " is not one of arms [" + ListOf(main_list) + "]");
+      ok = false;
+    }
+    if (c.stop_at_tokens() <= 0) {
+      errors.Add(field + ".stop_at_tokens",
+                 "must be > 0 (the token count the control stops at), got " +
+                     std::to_string(c.stop_at_tokens()));
+      ok = false;
+    }
+    if (ok)
+      plans.push_back(ArmPlan{c.arm(), field + ".arm", k, c.parent_arm(), c.stop_at_tokens()});
+  }
+  return plans;
+}
+
+void CheckSeeds(const pb::SweepSpec& spec, FieldErrors& errors) {
+  if (spec.seeds_size() == 0) errors.Add("seeds", "must not be empty (e.g. [1, 2, 3])");
+  std::set<uint64_t> seen;
+  for (int n = 0; n < spec.seeds_size(); ++n) {
+    if (!seen.insert(spec.seeds(n)).second) {
+      errors.Add(IndexPath("seeds", n), "duplicate seed " + std::to_string(spec.seeds(n)));
+    }
+  }
+}
+
+void CheckSweepFields(const pb::SweepSpec& spec, FieldErrors& errors) {
+  if (spec.name().empty()) errors.Add("name", "required");
+  if (spec.priority() < 0) {
+    errors.Add("priority",
+               "must be >= 0 (higher runs first), got " + std::to_string(spec.priority()));
+  }
+  if (spec.max_attempts() < 0) {
+    errors.Add("max_attempts", "must be >= 1 (0: the default, " +
+                                   std::to_string(kDefaultMaxAttempts) + "), got " +
+                                   std::to_string(spec.max_attempts()));
+  }
+  if (!pb::HardwareKind_IsValid(spec.hardware_kind())) {
+    errors.Add("hardware_kind", "unknown value " + std::to_string(spec.hardware_kind()));
+  }
+  if (spec.data().data_seed() != 0) {
+    errors.Add("data.data_seed",
+               "must not be set in a sweep: each job's data seed is its seed (seeds)");
+  }
+  if (spec.schedule().stop_at_tokens() != 0) {
+    errors.Add("schedule.stop_at_tokens",
+               "must not be set in a sweep: controls stop early with controls[].stop_at_tokens");
+  }
+  if (!spec.checkpoint().resume_from().empty()) {
+    errors.Add("checkpoint.resume_from",
+               "must not be set in a sweep: every job would resume from the same file");
+  }
+  for (const char* key : kJobLabels) {
+    if (spec.labels().count(key)) {
+      errors.Add(JoinPath("labels", key), "reserved: set on every job from its place in the sweep");
+    }
+  }
+}
+
+// --- Jobs ----------------------------------------------------------------------------------
+
+struct JobIds {
+  std::string job_id;
+  std::string pair_group;
+};
+
+JobIds MakeIds(const std::string& sweep_id, const std::string& scale, uint64_t seed,
+               const std::string& arm) {
+  const std::string prefix = sweep_id.empty() ? "" : sweep_id + "/";
+  JobIds ids;
+  ids.pair_group = prefix + scale + "/s" + std::to_string(seed);
+  ids.job_id = ids.pair_group + "/" + arm;
+  return ids;
+}
+
+pb::RunSpec MakeRunSpec(const pb::SweepSpec& spec, const std::string& sweep_id,
+                        const pb::ScaleSpec& scale, const ArmPlan& arm, uint64_t seed,
+                        const JobIds& ids) {
+  pb::RunSpec run;
+  run.set_run_id(ids.job_id);
+  run.set_sweep_id(sweep_id);
+  run.set_job_id(ids.job_id);
+  run.set_init_seed(seed);
+  pb::ModelSpec* model = run.mutable_model();
+  model->set_preset(scale.preset());
+  model->set_arm(arm.arm);
+  *model->mutable_shape() = scale.shape();
+  *run.mutable_data() = spec.data();
+  run.mutable_data()->set_data_seed(seed);
+  *run.mutable_optim() = spec.optim();
+  if (scale.has_peak_lr()) run.mutable_optim()->set_peak_lr(scale.peak_lr());
+  *run.mutable_schedule() = spec.schedule();
+  if (scale.micro_batch_sequences() != 0) {
+    run.mutable_schedule()->set_micro_batch_sequences(scale.micro_batch_sequences());
+  }
+  if (arm.control_index >= 0) run.mutable_schedule()->set_stop_at_tokens(arm.stop_at_tokens);
+  *run.mutable_parallel() = spec.parallel();
+  if (scale.world_size() != 0) run.mutable_parallel()->set_world_size(scale.world_size());
+  *run.mutable_checkpoint() = spec.checkpoint();
+  if (!spec.checkpoint().dir().empty()) {
+    run.mutable_checkpoint()->set_dir(spec.checkpoint().dir() + "/" + ids.job_id);
+  }
+  *run.mutable_metrics() = spec.metrics();
+  run.set_recipe(spec.recipe());
+  auto& labels = *run.mutable_labels();
+  for (const auto& [key, value] : spec.labels()) labels[key] = value;
+  labels["sweep"] = spec.name();
+  labels["scale"] = ScaleName(scale);
+  labels["arm"] = arm.arm;
+  labels["seed"] = std::to_string(seed);
+  labels["pair_group"] = ids.pair_group;
+  return run;
+}
+
+}  // namespace
+
+StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
+                                               const std::string& sweep_id) {
+  FieldErrors errors;
+  CheckSweepFields(spec, errors);
+  CheckScales(spec, errors);
+  const std::vector<ArmPlan> arms = CheckArms(spec, errors);
+  CheckSeeds(spec, errors);
+
+  // Every job's run, through the trainer's validation. Bad scale names still get their runs
+  // checked (under the name as written) so that one submission shows every problem; with no
+  // valid arm or no seed, a stand-in still checks the shared sections (no job is built then).
+  const std::vector<ArmPlan> stand_in_arms = {ArmPlan{"block", "arms", -1, "", 0}};
+  const std::vector<ArmPlan>& run_arms = arms.empty() ? stand_in_arms : arms;
+  const int seed_count = std::max(spec.seeds_size(), 1);
+  RunErrors run_errors(spec);
+  std::vector<pb::JobSpec> jobs;
+  for (int i = 0; i < spec.scales_size(); ++i) {
+    const pb::ScaleSpec& scale = spec.scales(i);
+    const std::string scale_name = ScaleName(scale);
+    for (int n = 0; n < seed_count; ++n) {
+      const uint64_t seed = spec.seeds_size() > 0 ? spec.seeds(n) : 0;
+      for (const ArmPlan& arm : run_arms) {
+        const JobIds ids = MakeIds(sweep_id, scale_name, seed, arm.arm);
+        const JobOrigin origin{i, n, &arm};
+        auto cfg = ParseRunSpec(MakeRunSpec(spec, sweep_id, scale, arm, seed, ids));
+        if (!cfg.ok()) {
+          run_errors.AddRunStatus(cfg.status(), origin);
+          continue;
+        }
+        const ScheduleConfig& schedule = cfg->schedule;
+        if (arm.control_index >= 0 && schedule.stop_at_tokens > schedule.total_tokens) {
+          run_errors.Add(IndexPath("controls", arm.control_index) + ".stop_at_tokens",
+                         std::to_string(schedule.stop_at_tokens) +
+                             " is beyond the schedule's total_tokens (" +
+                             std::to_string(schedule.total_tokens) + ")",
+                         i);
+          continue;
+        }
+        if (!errors.empty()) continue;  // keep checking runs, build no jobs
+        auto run = RunSpecFromConfig(*cfg);
+        if (!run.ok()) return run.status();
+        pb::JobSpec job;
+        job.set_job_id(ids.job_id);
+        job.set_sweep_id(sweep_id);
+        job.set_pair_group(ids.pair_group);
+        job.set_scale(scale_name);
+        job.set_arm(arm.arm);
+        job.set_seed(seed);
+        *job.mutable_run() = std::move(run).value();
+        job.set_attempt(0);
+        job.set_control_parent_arm(arm.parent_arm);
+        job.set_priority(spec.priority());
+        job.set_hardware_kind(spec.hardware_kind());
+        jobs.push_back(std::move(job));
+      }
+    }
+  }
+  run_errors.AppendTo(errors);
+  if (!errors.empty()) return errors.ToStatus();
+  return jobs;
+}
+
+}  // namespace rdattn::contract

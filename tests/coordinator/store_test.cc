@@ -1,0 +1,368 @@
+// Store round trip: write sweeps, jobs, attempts, events and workers, reopen the file, read back
+// equal. WAL mode, idempotent metric events, paging, schema version.
+#include "coordinator/store.h"
+
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include "tests/coordinator/test_util.h"
+
+namespace rdattn::coordinator {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+SweepRow MakeSweep(const std::string& id, const std::string& owner) {
+  SweepRow s;
+  s.id = id;
+  s.request_id = "req-" + id;
+  s.owner = owner;
+  s.spec.set_name("sweep " + id);
+  s.spec.set_owner(owner);
+  s.spec.add_arms("block");
+  s.spec.add_arms("rd");
+  s.spec.add_seeds(1);
+  s.spec.set_priority(3);
+  s.state = SweepState::kPending;
+  s.max_attempts = 2;
+  s.create_us = 1'000'000;
+  s.update_us = 1'000'001;
+  return s;
+}
+
+JobRow MakeJob(const std::string& sweep, const std::string& arm) {
+  JobRow j;
+  j.id = sweep + "/S/s1/" + arm;
+  j.sweep_id = sweep;
+  j.pair_group = sweep + "/S/s1";
+  j.spec.set_job_id(j.id);
+  j.spec.set_sweep_id(sweep);
+  j.spec.set_pair_group(j.pair_group);
+  j.spec.set_scale("S");
+  j.spec.set_arm(arm);
+  j.spec.set_seed(1);
+  j.spec.mutable_run()->set_init_seed(1);
+  j.spec.mutable_run()->mutable_parallel()->set_world_size(2);
+  j.max_attempts = 2;
+  j.priority = 3;
+  j.world_size = 2;
+  j.preferred_kind = HardwareKind::kGpu;
+  j.create_us = 1'000'000;
+  j.update_us = 1'000'000;
+  return j;
+}
+
+void ExpectJobsEqual(const JobRow& a, const JobRow& b) {
+  EXPECT_EQ(a.seq, b.seq);
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.sweep_id, b.sweep_id);
+  EXPECT_EQ(a.pair_group, b.pair_group);
+  EXPECT_TRUE(MessageDifferencer::Equals(a.spec, b.spec));
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.attempts, b.attempts);
+  EXPECT_EQ(a.preemptions, b.preemptions);
+  EXPECT_EQ(a.max_attempts, b.max_attempts);
+  EXPECT_EQ(a.priority, b.priority);
+  EXPECT_EQ(a.world_size, b.world_size);
+  EXPECT_EQ(a.preferred_kind, b.preferred_kind);
+  EXPECT_EQ(a.cancel_requested, b.cancel_requested);
+  EXPECT_EQ(a.worker_id, b.worker_id);
+  EXPECT_EQ(a.worker_kind, b.worker_kind);
+  EXPECT_EQ(a.lease_id, b.lease_id);
+  EXPECT_EQ(a.lease_expiry_us, b.lease_expiry_us);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.last_train_loss, b.last_train_loss);
+  EXPECT_EQ(a.last_val_nll, b.last_val_nll);
+  EXPECT_EQ(a.tokens_per_second, b.tokens_per_second);
+  EXPECT_EQ(a.init_checksum, b.init_checksum);
+  EXPECT_EQ(a.last_checkpoint, b.last_checkpoint);
+  EXPECT_EQ(a.failure_reason, b.failure_reason);
+  EXPECT_EQ(a.create_us, b.create_us);
+  EXPECT_EQ(a.start_us, b.start_us);
+  EXPECT_EQ(a.end_us, b.end_us);
+  EXPECT_EQ(a.update_us, b.update_us);
+}
+
+EventRow Metric(const std::string& sweep, const std::string& job, int attempt, uint64_t seq, double loss) {
+  EventRow e;
+  e.sweep_id = sweep;
+  e.job_id = job;
+  e.kind = EventKind::kMetric;
+  e.attempt = attempt;
+  e.metric_seq = static_cast<int64_t>(seq);
+  e.metric_kind = pb::MetricEvent::KIND_TRAIN_STEP;
+  e.time_us = 2'000'000 + static_cast<int64_t>(seq);
+  pb::MetricEvent* m = e.event.mutable_metric_event();
+  m->set_seq(seq);
+  m->set_job_id(job);
+  m->set_attempt(attempt);
+  m->set_kind(pb::MetricEvent::KIND_TRAIN_STEP);
+  m->set_train_loss(loss);
+  return e;
+}
+
+TEST(StoreTest, RoundTripAcrossReopen) {
+  testing::TempDir dir;
+  const std::string path = dir.File("coord.db");
+  SweepRow sweep = MakeSweep("sw-00000001", "alice");
+  JobRow block = MakeJob(sweep.id, "block");
+  JobRow rd = MakeJob(sweep.id, "rd");
+  AttemptRow attempt;
+  std::vector<EventRow> events;
+  WorkerRow worker;
+  {
+    StatusOr<std::unique_ptr<Store>> opened = Store::Open(path);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    Store& store = **opened;
+    StatusOr<std::string> mode = store.JournalMode();
+    ASSERT_TRUE(mode.ok());
+    EXPECT_EQ(*mode, "wal");
+    ASSERT_TRUE(store.Transaction([&]() -> Status {
+                       RDATTN_RETURN_IF_ERROR(store.InsertSweep(sweep));
+                       RDATTN_RETURN_IF_ERROR(store.InsertJob(block));
+                       return store.InsertJob(rd);
+                     }).ok());
+    EXPECT_GT(sweep.seq, 0);
+    EXPECT_GT(rd.seq, block.seq);
+
+    // Lease rd and record progress on it.
+    rd.state = JobState::kRunning;
+    rd.attempts = 1;
+    rd.worker_id = "wk-1";
+    rd.worker_kind = HardwareKind::kGpu;
+    rd.lease_id = "ls-abc";
+    rd.lease_expiry_us = 9'000'000;
+    rd.step = 12;
+    rd.tokens = 12 * 512;
+    rd.last_train_loss = 3.25;
+    rd.last_val_nll = 3.5;
+    rd.tokens_per_second = 1234.5;
+    rd.init_checksum = "fnv1a:0123";
+    rd.last_checkpoint = "/ckpt/rd/step12.pt";
+    rd.start_us = 1'500'000;
+    rd.update_us = 1'600'000;
+    ASSERT_TRUE(store.UpdateJob(rd).ok());
+    attempt.job_id = rd.id;
+    attempt.attempt = 1;
+    attempt.lease_id = rd.lease_id;
+    attempt.worker_id = "wk-1";
+    attempt.worker_kind = HardwareKind::kGpu;
+    attempt.lease_us = 1'400'000;
+    attempt.start_us = 1'500'000;
+    ASSERT_TRUE(store.InsertAttempt(attempt).ok());
+    attempt.end_us = 1'700'000;
+    attempt.outcome = "FAILED";
+    attempt.exit_code = 3;
+    attempt.stderr_tail = "boom\n";
+    ASSERT_TRUE(store.UpdateAttempt(attempt).ok());
+
+    sweep.state = SweepState::kRunning;
+    sweep.update_us = 1'500'000;
+    ASSERT_TRUE(store.UpdateSweep(sweep).ok());
+
+    EventRow change;
+    change.sweep_id = sweep.id;
+    change.job_id = rd.id;
+    change.kind = EventKind::kJobStateChange;
+    change.time_us = 1'500'000;
+    change.event.mutable_job_state_change()->set_job_id(rd.id);
+    change.event.mutable_job_state_change()->set_to_state(pb::JOB_STATE_RUNNING);
+    events.push_back(change);
+    events.push_back(Metric(sweep.id, rd.id, 1, 1, 4.0));
+    events.push_back(Metric(sweep.id, rd.id, 1, 2, 3.5));
+    for (EventRow& e : events) {
+      StatusOr<bool> stored = store.AppendEvent(e);
+      ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+      EXPECT_TRUE(*stored);
+      EXPECT_EQ(e.event.seq(), static_cast<uint64_t>(e.seq));
+    }
+    // The same (job, attempt, seq) again is not stored twice.
+    EventRow dup = Metric(sweep.id, rd.id, 1, 2, 99.0);
+    StatusOr<bool> again = store.AppendEvent(dup);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(*again);
+    // ... but the same seq of another attempt is.
+    EventRow next_attempt = Metric(sweep.id, rd.id, 2, 2, 3.0);
+    ASSERT_TRUE(*store.AppendEvent(next_attempt));
+    events.push_back(next_attempt);
+
+    worker.id = "wk-1";
+    worker.hostname = "node-7";
+    worker.kind = HardwareKind::kGpu;
+    worker.slots = 8;
+    worker.free_slots = 6;
+    worker.registration.set_device_name("NVIDIA H200");
+    (*worker.registration.mutable_labels())["zone"] = "a";
+    worker.registered_us = 1'000'000;
+    worker.last_seen_us = 1'800'000;
+    ASSERT_TRUE(store.UpsertWorker(worker).ok());
+  }
+
+  // Reopen and read everything back.
+  StatusOr<std::unique_ptr<Store>> reopened = Store::Open(path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  Store& store = **reopened;
+  EXPECT_EQ(*store.JournalMode(), "wal");
+
+  StatusOr<SweepRow> s = store.GetSweep(sweep.id);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->seq, sweep.seq);
+  EXPECT_EQ(s->request_id, sweep.request_id);
+  EXPECT_EQ(s->owner, "alice");
+  EXPECT_EQ(s->state, SweepState::kRunning);
+  EXPECT_EQ(s->max_attempts, 2);
+  EXPECT_EQ(s->update_us, 1'500'000);
+  EXPECT_TRUE(MessageDifferencer::Equals(s->spec, sweep.spec));
+  StatusOr<std::optional<SweepRow>> by_req = store.FindSweepByRequestId(sweep.request_id);
+  ASSERT_TRUE(by_req.ok() && by_req->has_value());
+  EXPECT_EQ((*by_req)->id, sweep.id);
+
+  StatusOr<std::vector<JobRow>> jobs = store.ListJobs(sweep.id);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  ExpectJobsEqual((*jobs)[0], block);
+  ExpectJobsEqual((*jobs)[1], rd);
+  StatusOr<std::optional<JobRow>> by_lease = store.FindJobByLease("ls-abc");
+  ASSERT_TRUE(by_lease.ok() && by_lease->has_value());
+  EXPECT_EQ((*by_lease)->id, rd.id);
+
+  StatusOr<AttemptRow> a = store.GetAttempt(rd.id, 1);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->outcome, "FAILED");
+  EXPECT_EQ(a->exit_code, 3);
+  EXPECT_EQ(a->stderr_tail, "boom\n");
+  EXPECT_EQ(a->worker_kind, HardwareKind::kGpu);
+  EXPECT_EQ(a->end_us, 1'700'000);
+
+  StatusOr<std::vector<EventRow>> read = store.ReadEvents(sweep.id, 0, 100);
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ((*read)[i].seq, events[i].seq);
+    EXPECT_TRUE(MessageDifferencer::Equals((*read)[i].event, events[i].event))
+        << (*read)[i].event.DebugString() << " vs " << events[i].event.DebugString();
+  }
+  EXPECT_EQ((*read)[2].event.metric_event().train_loss(), 3.5);  // the duplicate did not overwrite
+  StatusOr<std::vector<EventRow>> after = store.ReadEvents(sweep.id, events[1].seq, 100);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), events.size() - 2);
+  EXPECT_EQ(*store.MaxMetricSeq(rd.id, 1), 2);
+  EXPECT_EQ(*store.LastSweepEventSeq(sweep.id), events.back().seq);
+  EXPECT_EQ(*store.LastEventSeq(), events.back().seq);
+
+  StatusOr<std::optional<WorkerRow>> w = store.GetWorker("wk-1");
+  ASSERT_TRUE(w.ok() && w->has_value());
+  EXPECT_EQ((*w)->hostname, "node-7");
+  EXPECT_EQ((*w)->free_slots, 6);
+  EXPECT_TRUE(MessageDifferencer::Equals((*w)->registration, worker.registration));
+  StatusOr<std::map<HardwareKind, int>> live = store.LiveWorkersByKind(1'800'000);
+  ASSERT_TRUE(live.ok());
+  EXPECT_EQ((*live)[HardwareKind::kGpu], 1);
+  EXPECT_EQ(store.LiveWorkersByKind(1'800'001)->count(HardwareKind::kGpu), 0u);
+
+  StatusOr<SweepFacts> facts = store.GetSweepFacts(sweep.id);
+  ASSERT_TRUE(facts.ok());
+  EXPECT_EQ(facts->total, 2);
+  EXPECT_EQ(facts->pending, 1);
+  EXPECT_EQ(facts->running, 1);
+  EXPECT_TRUE(facts->any_started);
+
+  StatusOr<std::vector<PendingJob>> pending = store.ListPending();
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].job_id, block.id);
+  EXPECT_EQ((*pending)[0].world_size, 2);
+  EXPECT_EQ((*pending)[0].preferred_kind, HardwareKind::kGpu);
+  StatusOr<std::map<std::string, std::set<HardwareKind>>> kinds = store.PendingGroupKinds();
+  ASSERT_TRUE(kinds.ok());
+  EXPECT_EQ((*kinds)[block.pair_group], std::set<HardwareKind>{HardwareKind::kGpu});
+
+  StatusOr<std::vector<JobRow>> expired = store.ListExpiredLeases(9'000'001);
+  ASSERT_TRUE(expired.ok());
+  ASSERT_EQ(expired->size(), 1u);
+  EXPECT_EQ((*expired)[0].id, rd.id);
+  EXPECT_TRUE(store.ListExpiredLeases(9'000'000)->empty());
+}
+
+TEST(StoreTest, NotFoundAndDuplicates) {
+  testing::TempDir dir;
+  StatusOr<std::unique_ptr<Store>> opened = Store::Open(dir.File("c.db"));
+  ASSERT_TRUE(opened.ok());
+  Store& store = **opened;
+  EXPECT_EQ(store.GetSweep("sw-missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store.GetJob("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(store.FindJobByLease("")->has_value());
+  SweepRow a = MakeSweep("sw-a", "alice");
+  ASSERT_TRUE(store.InsertSweep(a).ok());
+  SweepRow same_request = MakeSweep("sw-b", "bob");
+  same_request.request_id = a.request_id;
+  EXPECT_EQ(store.InsertSweep(same_request).code(), StatusCode::kAlreadyExists);
+}
+
+TEST(StoreTest, TransactionRollsBackOnError) {
+  testing::TempDir dir;
+  StatusOr<std::unique_ptr<Store>> opened = Store::Open(dir.File("c.db"));
+  ASSERT_TRUE(opened.ok());
+  Store& store = **opened;
+  SweepRow s = MakeSweep("sw-r", "alice");
+  Status st = store.Transaction([&]() -> Status {
+    RDATTN_RETURN_IF_ERROR(store.InsertSweep(s));
+    return InvalidArgumentError("changed my mind");
+  });
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.GetSweep("sw-r").status().code(), StatusCode::kNotFound);
+}
+
+TEST(StoreTest, ListSweepsNewestFirstFilteredAndPaged) {
+  testing::TempDir dir;
+  StatusOr<std::unique_ptr<Store>> opened = Store::Open(dir.File("c.db"));
+  ASSERT_TRUE(opened.ok());
+  Store& store = **opened;
+  for (int i = 0; i < 5; ++i) {
+    SweepRow s = MakeSweep("sw-" + std::to_string(i), i % 2 == 0 ? "alice" : "bob");
+    if (i == 3) s.state = SweepState::kSucceeded;
+    ASSERT_TRUE(store.InsertSweep(s).ok());
+  }
+  SweepFilter all;
+  StatusOr<std::vector<SweepRow>> rows = store.ListSweeps(all);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 5u);
+  EXPECT_EQ((*rows)[0].id, "sw-4");
+  EXPECT_EQ((*rows)[4].id, "sw-0");
+
+  SweepFilter alice;
+  alice.owner = "alice";
+  EXPECT_EQ(store.ListSweeps(alice)->size(), 3u);
+
+  SweepFilter done;
+  done.states = {SweepState::kSucceeded, SweepState::kFailed};
+  rows = store.ListSweeps(done);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].id, "sw-3");
+
+  SweepFilter page;
+  page.limit = 2;
+  rows = store.ListSweeps(page);
+  ASSERT_EQ(rows->size(), 2u);
+  page.before_seq = rows->back().seq;
+  rows = store.ListSweeps(page);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].id, "sw-2");
+}
+
+TEST(StoreTest, RefusesANewerSchema) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  { ASSERT_TRUE(Store::Open(path).ok()); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  StatusOr<std::unique_ptr<Store>> opened = Store::Open(path);
+  EXPECT_EQ(opened.status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace rdattn::coordinator

@@ -1,0 +1,233 @@
+// Tailing events.jsonl into ReportProgress streams (see event_relay.h).
+#include "worker/daemon/event_relay.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "worker/daemon/log.h"
+
+namespace rdattn::worker {
+
+StatusOr<pb::MetricEvent> ParseEventLine(std::string_view line) {
+  pb::MetricEvent event;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(line.data(), line.size()), &event, options);
+  if (!status.ok()) return InvalidArgumentError("metric event: " + std::string(status.message()));
+  return event;
+}
+
+EventRelay::EventRelay(Options options, CoordinatorClient* client)
+    : options_(std::move(options)), client_(client), tailer_(options_.events_path) {}
+
+EventRelay::~EventRelay() {
+  Abandon();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EventRelay::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+Status EventRelay::Drain(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (mode_ == Mode::kAbandoned && drain_result_.ok()) {
+    drain_result_ = AbortedError("the relay was abandoned");
+  }
+  if (mode_ == Mode::kRunning) {
+    mode_ = Mode::kDraining;
+    drain_deadline_ = deadline;
+    wake_ = true;
+    cv_.notify_all();
+  }
+  // A Write blocked on a hung coordinator ends at the stream deadline; do not wait for that.
+  if (!cv_.wait_until(lock, deadline + std::chrono::seconds(2), [&] { return done_; })) {
+    mode_ = Mode::kAbandoned;
+    wake_ = true;
+    if (active_stream_ != nullptr) active_stream_->Cancel();
+    cv_.notify_all();
+    drain_result_ = Status(StatusCode::kDeadlineExceeded, "events not all delivered in time");
+  }
+  lock.unlock();
+  if (thread_.joinable()) thread_.join();
+  lock.lock();
+  return drain_result_;
+}
+
+void EventRelay::Abandon() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ == Mode::kAbandoned) return;
+  mode_ = Mode::kAbandoned;
+  wake_ = true;
+  if (active_stream_ != nullptr) active_stream_->Cancel();
+  cv_.notify_all();
+}
+
+void EventRelay::Acknowledge(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.acked_seq = std::max(progress_.acked_seq, seq);
+  while (!pending_.empty() && pending_.front().seq() <= seq) pending_.pop_front();
+}
+
+RelayProgress EventRelay::progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return progress_;
+}
+
+bool EventRelay::AllAcknowledged() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.empty();
+}
+
+void EventRelay::Loop() {
+  while (true) {
+    Mode mode;
+    Clock::time_point deadline;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, options_.poll_interval, [&] { return wake_; });
+      wake_ = false;
+      mode = mode_;
+      deadline = drain_deadline_;
+    }
+    if (mode == Mode::kAbandoned) break;
+    const bool draining = mode == Mode::kDraining;
+    ReadEvents(draining);
+    const bool accepted = Deliver(draining);
+    if (!draining) continue;
+    Status result;
+    if (!accepted) {
+      result = AbortedError("the coordinator refused this lease's events");
+    } else if (AllAcknowledged()) {
+      result = Status::Ok();
+    } else if (Clock::now() >= deadline) {
+      result = Status(StatusCode::kDeadlineExceeded, "events not all delivered in time");
+    } else {
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_result_ = result;
+    break;
+  }
+  if (stream_ != nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      active_stream_ = nullptr;
+    }
+    stream_->Cancel();
+    stream_.reset();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+void EventRelay::ReadEvents(bool flush) {
+  std::vector<std::string> lines;
+  const Status read = flush ? tailer_.Flush(&lines) : tailer_.Poll(&lines);
+  if (!read.ok()) LogWarning(options_.job_id + ": events: " + read.ToString());
+  for (const std::string& line : lines) {
+    StatusOr<pb::MetricEvent> parsed = ParseEventLine(line);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!parsed.ok()) {
+      ++progress_.bad_lines;
+      LogWarning(options_.job_id + ": skipping an event line (" + parsed.status().message() +
+                 "): " + line.substr(0, 200));
+      continue;
+    }
+    pb::MetricEvent& event = *parsed;
+    if (event.job_id().empty()) event.set_job_id(options_.job_id);
+    if (event.run_id().empty()) event.set_run_id(options_.run_id);
+    if (event.attempt() == 0) event.set_attempt(options_.attempt);
+    if (event.seq() == 0) event.set_seq(progress_.last_seq + 1);
+    if (event.seq() <= progress_.last_seq) {
+      LogWarning(options_.job_id + ": skipping event seq " + std::to_string(event.seq()) +
+                 " (not above " + std::to_string(progress_.last_seq) + ")");
+      continue;
+    }
+    progress_.last_seq = event.seq();
+    progress_.step = std::max(progress_.step, event.step());
+    progress_.tokens = std::max(progress_.tokens, event.tokens());
+    if (event.kind() == pb::MetricEvent::KIND_CHECKPOINT && !event.checkpoint_path().empty()) {
+      progress_.checkpoint_path = event.checkpoint_path();
+    }
+    if (event.kind() == pb::MetricEvent::KIND_FINISHED) progress_.finished = true;
+    pending_.push_back(std::move(event));
+  }
+}
+
+bool EventRelay::Deliver(bool draining) {
+  if (refused_) return false;
+  const auto now = Clock::now();
+  std::vector<pb::ReportProgressRequest> unsent;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const pb::MetricEvent& event : pending_) {
+      if (event.seq() <= sent_seq_) continue;
+      pb::ReportProgressRequest& request = unsent.emplace_back();
+      request.set_lease_id(options_.lease_id);
+      *request.mutable_event() = event;
+    }
+  }
+  if (!unsent.empty() && now >= next_open_) {
+    if (stream_ == nullptr) {
+      stream_ = client_->OpenProgress(options_.stream_max_age + options_.stream_slack);
+      std::lock_guard<std::mutex> lock(mu_);
+      active_stream_ = stream_.get();
+      stream_opened_ = now;
+    }
+    for (const pb::ReportProgressRequest& request : unsent) {
+      if (!stream_->Write(request)) {
+        CloseStream();
+        return !refused_;
+      }
+      sent_seq_ = request.event().seq();
+      last_write_ = Clock::now();
+    }
+  }
+  if (stream_ != nullptr &&
+      (draining || now - last_write_ >= options_.stream_idle_close ||
+       now - stream_opened_ >= options_.stream_max_age)) {
+    CloseStream();
+  }
+  return !refused_;
+}
+
+void EventRelay::CloseStream() {
+  StatusOr<pb::ReportProgressResponse> result = stream_->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_stream_ = nullptr;
+  }
+  stream_.reset();
+  const auto now = Clock::now();
+  if (result.ok()) {
+    // OK: the coordinator read and stored (or already had) every event written on it.
+    Acknowledge(std::max<uint64_t>(result->last_seq(), sent_seq_));
+    if (failures_ > 0) LogInfo(options_.job_id + ": event stream recovered");
+    failures_ = 0;
+    backoff_ = std::chrono::milliseconds(0);
+    next_open_ = now;
+    return;
+  }
+  if (result.status().code() == StatusCode::kAborted) {
+    refused_ = true;
+    LogWarning(options_.job_id + ": the coordinator refused the events of lease " + options_.lease_id +
+               ": " + result.status().ToString());
+    return;
+  }
+  // Resend everything not acknowledged on the next stream.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_seq_ = progress_.acked_seq;
+  }
+  if (failures_++ % 10 == 0) {
+    LogWarning(options_.job_id + ": event stream failed (will resend from seq " +
+               std::to_string(sent_seq_ + 1) + "): " + result.status().ToString());
+  }
+  backoff_ = std::clamp(backoff_ * 2, options_.poll_interval, options_.max_backoff);
+  next_open_ = now + backoff_;
+}
+
+}  // namespace rdattn::worker

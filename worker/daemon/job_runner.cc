@@ -1,0 +1,327 @@
+// A leased job from start to CompleteJob (see job_runner.h).
+#include "worker/daemon/job_runner.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "proto/contract/contract.h"
+#include "worker/daemon/log.h"
+
+namespace rdattn::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kStderrTailLines = 40;
+constexpr size_t kStderrTailBytes = 4096;
+
+bool Retryable(StatusCode code) {
+  return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
+         code == StatusCode::kResourceExhausted || code == StatusCode::kUnknown;
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return InternalError("write " + tmp + ": failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return InternalError("rename " + tmp + " -> " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+EventRelay::Options RelayOptions(const pb::LeaseJobResponse& lease, const JobPaths& paths,
+                                 const JobRunnerOptions& options) {
+  EventRelay::Options o;
+  o.events_path = paths.events;
+  o.lease_id = lease.lease_id();
+  o.job_id = lease.job().job_id();
+  o.run_id = lease.job().run().run_id().empty() ? lease.job().job_id() : lease.job().run().run_id();
+  o.attempt = lease.job().attempt();
+  o.poll_interval = options.event_poll_interval;
+  return o;
+}
+
+std::string AttemptName(const pb::LeaseJobResponse& lease) {
+  return lease.job().job_id() + " attempt " + std::to_string(lease.job().attempt());
+}
+
+}  // namespace
+
+pb::RunSpec ResolveRunSpec(const pb::LeaseJobResponse& lease, const JobRunnerOptions& options) {
+  const pb::JobSpec& job = lease.job();
+  pb::RunSpec spec = job.run();
+  if (spec.job_id().empty()) spec.set_job_id(job.job_id());
+  if (spec.run_id().empty()) spec.set_run_id(job.job_id());
+  if (spec.sweep_id().empty()) spec.set_sweep_id(job.sweep_id());
+  if (spec.checkpoint().dir().empty()) {
+    spec.mutable_checkpoint()->set_dir(CheckpointDirFor(options.checkpoint_root, job.job_id()));
+  }
+  if (spec.parallel().threads_per_rank() <= 0) {
+    spec.mutable_parallel()->set_threads_per_rank(std::max(1, options.threads_per_rank));
+  }
+  // The trainer resumes from the newest checkpoint in its directory by itself; a checkpoint the
+  // coordinator names elsewhere is used when this worker can read it.
+  const std::string& resume = lease.resume_checkpoint_path();
+  if (!resume.empty() && spec.checkpoint().resume_from().empty()) {
+    std::error_code ec;
+    const fs::path dir = fs::path(spec.checkpoint().dir()).lexically_normal();
+    const bool in_dir = fs::path(resume).parent_path().lexically_normal() == dir;
+    if (!in_dir && fs::is_regular_file(resume, ec)) spec.mutable_checkpoint()->set_resume_from(resume);
+  }
+  return spec;
+}
+
+JobRunner::JobRunner(pb::LeaseJobResponse lease, JobRunnerOptions options, CoordinatorClient* client,
+                     std::function<void()> on_done)
+    : lease_(std::move(lease)),
+      options_(std::move(options)),
+      client_(client),
+      on_done_(std::move(on_done)),
+      paths_(MakeJobPaths(options_.workdir, lease_.job().job_id(), lease_.job().attempt())),
+      relay_(std::make_unique<EventRelay>(RelayOptions(lease_, paths_, options_), client_)),
+      last_renewal_(Clock::now()) {}
+
+JobRunner::~JobRunner() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobRunner::Start() { thread_ = std::thread([this] { Run(); }); }
+
+int JobRunner::world_size() const { return std::max(1, lease_.job().run().parallel().world_size()); }
+
+bool JobRunner::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void JobRunner::Stop(StopReason reason, std::chrono::milliseconds grace, std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto kill_at = Clock::now() + std::max(grace, std::chrono::milliseconds(0));
+  if (stop_reason_ == StopReason::kNone || reason == StopReason::kLeaseLost) {
+    if (stop_reason_ != reason) {
+      LogInfo(AttemptName(lease_) + ": stopping (" + std::string(StopReasonName(reason)) +
+              (why.empty() ? "" : ": " + why) + ")");
+    }
+    stop_reason_ = reason;
+    stop_why_ = std::move(why);
+  }
+  if (!kill_at_.has_value() || kill_at < *kill_at_) kill_at_ = kill_at;
+  cv_.notify_all();
+}
+
+bool JobRunner::StopRequested(StopReason* reason, std::string* why) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  *reason = stop_reason_;
+  *why = stop_why_;
+  return stop_reason_ != StopReason::kNone;
+}
+
+void JobRunner::Renewed(Clock::time_point when, uint64_t stored_seq) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_renewal_ = std::max(last_renewal_, when);
+    stored_seq_ = std::max(stored_seq_, stored_seq);
+  }
+  relay_->Acknowledge(stored_seq);
+}
+
+JobRunner::Clock::time_point JobRunner::last_renewal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_renewal_;
+}
+
+pb::LeaseProgress JobRunner::Progress() const {
+  const RelayProgress relayed = relay_->progress();
+  pb::LeaseProgress p;
+  p.set_lease_id(lease_.lease_id());
+  p.set_job_id(lease_.job().job_id());
+  p.set_step(relayed.step);
+  p.set_tokens(relayed.tokens);
+  p.set_last_event_seq(relayed.last_seq);
+  std::lock_guard<std::mutex> lock(mu_);
+  p.set_ranks_started(ranks_started_);
+  return p;
+}
+
+Status JobRunner::Prepare(pb::RunSpec* spec) {
+  std::error_code ec;
+  fs::create_directories(paths_.dir, ec);
+  if (ec) return InternalError("create " + paths_.dir + ": " + ec.message());
+  // A lease of the same attempt run here before (a restarted worker): start clean, so that
+  // event seqs start at 1 again and the stderr tail is this run's.
+  for (const std::string& stale : {paths_.events, paths_.stderr_log, paths_.stdout_log}) {
+    fs::remove(stale, ec);
+  }
+  fs::create_directories(spec->checkpoint().dir(), ec);
+  if (ec) return InternalError("create " + spec->checkpoint().dir() + ": " + ec.message());
+  const nlohmann::json json = contract::RunSpecToJson(*spec);
+  if (json.is_null()) return InvalidArgumentError("the job's RunSpec cannot be written as JSON");
+  return WriteFileAtomically(paths_.job_json, json.dump(2) + "\n");
+}
+
+ExitStatus JobRunner::Supervise(ChildProcess* child) {
+  // SIGTERM is repeated every second until the kill time: a rank that was being forked when the
+  // first one came (mpirun still starting them) would otherwise miss it. The trainer's handler
+  // only sets a flag, so repeats are harmless.
+  constexpr auto kTermRepeat = std::chrono::seconds(1);
+  std::optional<Clock::time_point> last_term;
+  bool kill_sent = false;
+  while (true) {
+    if (std::optional<ExitStatus> exit = child->Wait(std::chrono::milliseconds(50))) return *exit;
+    StopReason reason;
+    std::optional<Clock::time_point> kill_at;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reason = stop_reason_;
+      kill_at = kill_at_;
+    }
+    if (reason == StopReason::kNone) continue;
+    const auto now = Clock::now();
+    if (kill_at.has_value() && now >= *kill_at) {
+      if (!kill_sent) LogWarning(AttemptName(lease_) + ": ranks still running; SIGKILL");
+      child->KillAll();
+      kill_sent = true;
+    } else if (!last_term.has_value() || now - *last_term >= kTermRepeat) {
+      child->SignalRanks(SIGTERM);
+      last_term = now;
+    }
+  }
+}
+
+void JobRunner::Run() {
+  const pb::JobSpec& job = lease_.job();
+  LogInfo("lease " + lease_.lease_id() + ": " + AttemptName(lease_) + ", " +
+          std::to_string(world_size()) + " rank(s), dir " + paths_.dir);
+  pb::CompleteJobRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_lease_id(lease_.lease_id());
+  request.set_job_id(job.job_id());
+
+  auto fail = [&](const std::string& message) {
+    request.set_outcome(pb::JOB_OUTCOME_FAILED);
+    request.set_exit_code(-1);
+    request.set_message(message);
+    Complete(std::move(request));
+  };
+
+  pb::RunSpec spec = ResolveRunSpec(lease_, options_);
+  if (Status prepared = Prepare(&spec); !prepared.ok()) {
+    return fail("cannot prepare the job: " + prepared.ToString());
+  }
+  StopReason reason;
+  std::string why;
+  if (StopRequested(&reason, &why)) {
+    if (reason == StopReason::kLeaseLost) return Complete(std::move(request));
+    request.set_outcome(reason == StopReason::kCancel ? pb::JOB_OUTCOME_CANCELLED : pb::JOB_OUTCOME_PREEMPTED);
+    request.set_message("stopped before the ranks started (" + std::string(StopReasonName(reason)) +
+                        (why.empty() ? "" : ": " + why) + ")");
+    return Complete(std::move(request));
+  }
+
+  LaunchSpec launch;
+  launch.train_binary = options_.train_binary;
+  launch.world_size = world_size();
+  launch.threads_per_rank = spec.parallel().threads_per_rank();
+  launch.job_json = paths_.job_json;
+  launch.events = paths_.events;
+  launch.attempt = job.attempt();
+  launch.run_as_root = options_.run_as_root;
+  launch.cuda_visible_devices = options_.cuda_visible_devices;
+  if (launch.world_size > 1) {
+    StatusOr<std::string> mpirun = FindExecutable(options_.mpirun);
+    if (!mpirun.ok()) return fail("cannot start the ranks: mpirun: " + mpirun.status().message());
+    launch.mpirun = *mpirun;
+  }
+  ChildProcess::Options spawn;
+  spawn.command = BuildCommandLine(launch);
+  spawn.stdout_path = paths_.stdout_log;
+  spawn.stderr_path = paths_.stderr_log;
+  spawn.launcher_is_mpirun = launch.world_size > 1;
+  StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(spawn);
+  if (!child.ok()) return fail("cannot start the ranks: " + child.status().ToString());
+  LogInfo(AttemptName(lease_) + ": started pid " + std::to_string((*child)->pid()) + ": " +
+          FormatCommandLine(spawn.command));
+  relay_->Start();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks_started_ = true;
+  }
+
+  const ExitStatus exit = Supervise(child->get());
+  child->reset();
+  StopRequested(&reason, &why);
+  LogInfo(AttemptName(lease_) + ": ranks ended: " + DescribeExit(exit));
+  if (reason == StopReason::kLeaseLost) {
+    relay_->Abandon();
+    return Complete(std::move(request));
+  }
+  const Status drained = relay_->Drain(Clock::now() + options_.drain_timeout);
+  const RelayProgress relayed = relay_->progress();
+
+  pb::JobOutcome outcome = OutcomeFor(exit, reason);
+  std::string message = DescribeExit(exit);
+  if (reason != StopReason::kNone) {
+    message += "; stopped: " + std::string(StopReasonName(reason)) + (why.empty() ? "" : ": " + why);
+  }
+  if (outcome == pb::JOB_OUTCOME_SUCCEEDED && !relayed.finished) {
+    outcome = pb::JOB_OUTCOME_FAILED;
+    message += "; but no KIND_FINISHED event was written";
+  }
+  if (!drained.ok()) message += "; events: " + drained.ToString();
+  if (relayed.bad_lines > 0) message += "; " + std::to_string(relayed.bad_lines) + " bad event line(s) skipped";
+  request.set_outcome(outcome);
+  request.set_exit_code(exit.exit_code);
+  request.set_term_signal(exit.term_signal);
+  request.set_checkpoint_path(relayed.checkpoint_path);
+  request.set_last_event_seq(relayed.last_seq);
+  request.set_message(message);
+  if (outcome != pb::JOB_OUTCOME_SUCCEEDED) {
+    StatusOr<std::string> tail = ReadFileTail(paths_.stderr_log, kStderrTailLines, kStderrTailBytes);
+    request.set_stderr_tail(tail.ok() ? *tail : "(stderr.log unreadable: " + tail.status().message() + ")");
+  }
+  Complete(std::move(request));
+}
+
+void JobRunner::Complete(pb::CompleteJobRequest request) {
+  const auto deadline = Clock::now() + options_.complete_timeout;
+  auto backoff = std::chrono::milliseconds(500);
+  StopReason reason;
+  std::string why;
+  while (true) {
+    if (StopRequested(&reason, &why) && reason == StopReason::kLeaseLost) {
+      LogWarning(AttemptName(lease_) + ": lease " + lease_.lease_id() + " lost; not reported");
+      break;
+    }
+    StatusOr<pb::CompleteJobResponse> response = client_->CompleteJob(request, options_.rpc_timeout);
+    if (response.ok()) {
+      LogInfo(AttemptName(lease_) + ": reported " + pb::JobOutcome_Name(request.outcome()) + " (" +
+              request.message() + "); job is now " + pb::JobState_Name(response->job_state()) +
+              (response->will_retry() ? ", will retry" : ""));
+      break;
+    }
+    if (!Retryable(response.status().code()) || Clock::now() + backoff >= deadline) {
+      LogWarning(AttemptName(lease_) + ": CompleteJob " + pb::JobOutcome_Name(request.outcome()) +
+                 " failed: " + response.status().ToString());
+      break;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, backoff, [&] { return stop_reason_ == StopReason::kLeaseLost; });
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  if (on_done_) on_done_();
+}
+
+}  // namespace rdattn::worker

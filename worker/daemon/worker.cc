@@ -1,0 +1,399 @@
+// The worker daemon's loops: register, lease, heartbeat, shutdown (see worker.h).
+#include "worker/daemon/worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <fstream>
+#include <utility>
+
+#include "worker/daemon/job_paths.h"
+#include "worker/daemon/log.h"
+
+namespace rdattn::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::chrono::milliseconds ToMillis(const google::protobuf::Duration& d) {
+  return std::chrono::milliseconds(d.seconds() * 1000 + d.nanos() / 1000000);
+}
+
+void SetDuration(std::chrono::milliseconds ms, google::protobuf::Duration* d) {
+  d->set_seconds(ms.count() / 1000);
+  d->set_nanos(static_cast<int32_t>((ms.count() % 1000) * 1000000));
+}
+
+bool IsConfigError(StatusCode code) {
+  return code == StatusCode::kUnauthenticated || code == StatusCode::kPermissionDenied ||
+         code == StatusCode::kInvalidArgument;
+}
+
+std::string Trim(std::string s) {
+  const size_t end = s.find_last_not_of(" \t\r\n");
+  s.erase(end == std::string::npos ? 0 : end + 1);
+  s.erase(0, std::min(s.size(), s.find_first_not_of(" \t\r\n")));
+  return s;
+}
+
+}  // namespace
+
+Worker::Worker(WorkerOptions options, std::unique_ptr<CoordinatorClient> client)
+    : options_(std::move(options)), client_(std::move(client)) {
+  slot_used_.assign(static_cast<size_t>(std::max(1, options_.slots)), false);
+}
+
+Worker::~Worker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_heartbeats_ = true;
+    cv_.notify_all();
+  }
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+std::string Worker::worker_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return worker_id_;
+}
+
+Status Worker::LoadWorkerId() {
+  std::error_code ec;
+  fs::create_directories(options_.workdir, ec);
+  if (ec) return InvalidArgumentError("--workdir " + options_.workdir + ": " + ec.message());
+  std::string id = options_.worker_id;
+  if (id.empty()) {
+    std::ifstream in(JoinPath(options_.workdir, "worker_id"));
+    std::string line;
+    if (in && std::getline(in, line)) id = Trim(line);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  worker_id_ = id;
+  return Status::Ok();
+}
+
+Status Worker::Register() {
+  auto backoff = std::chrono::milliseconds(500);
+  for (int failures = 0;; ++failures) {
+    pb::RegisterWorkerRequest request;
+    request.set_worker_id(worker_id());
+    request.set_hostname(options_.hostname);
+    request.set_kind(options_.kind);
+    request.set_slots(options_.slots);
+    request.set_device_name(options_.device_name);
+    request.set_version(options_.version);
+    StatusOr<pb::RegisterWorkerResponse> response = client_->RegisterWorker(request, options_.rpc_timeout);
+    if (response.ok()) {
+      std::string id;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!response->worker_id().empty()) worker_id_ = response->worker_id();
+        id = worker_id_;
+        if (response->has_heartbeat_interval() && ToMillis(response->heartbeat_interval()).count() > 0) {
+          heartbeat_interval_ = ToMillis(response->heartbeat_interval());
+        }
+        if (response->has_lease_ttl() && ToMillis(response->lease_ttl()).count() > 0) {
+          lease_ttl_ = ToMillis(response->lease_ttl());
+        }
+        reregister_ = false;
+      }
+      std::ofstream out(JoinPath(options_.workdir, "worker_id"), std::ios::trunc);
+      out << id << "\n";
+      if (!out) LogWarning("cannot write " + JoinPath(options_.workdir, "worker_id"));
+      LogInfo("registered with " + std::string(failures ? "the coordinator after retries" : "the coordinator") +
+              " as " + id + " (" + std::to_string(options_.slots) + " " +
+              (options_.kind == pb::HARDWARE_KIND_GPU ? "gpu" : "cpu") + " slot(s))");
+      return Status::Ok();
+    }
+    if (IsConfigError(response.status().code())) {
+      return response.status().WithPrefix("RegisterWorker");
+    }
+    if (failures % 10 == 0) {
+      LogWarning("RegisterWorker: " + response.status().ToString() + " (retrying)");
+    }
+    if (!SleepFor(backoff)) return CancelledError("shutting down");
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+bool Worker::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [&] { return shutdown_; });
+  return !shutdown_;
+}
+
+int Worker::FreeSlots() const {
+  return static_cast<int>(std::count(slot_used_.begin(), slot_used_.end(), false));
+}
+
+int Worker::ReapFinished() {
+  std::vector<std::unique_ptr<JobRunner>> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (!it->second.runner->done()) {
+        ++it;
+        continue;
+      }
+      for (int s : it->second.slots) slot_used_[static_cast<size_t>(s)] = false;
+      finished.push_back(std::move(it->second.runner));
+      it = jobs_.erase(it);
+    }
+  }
+  // Joined outside the lock: a runner's last act (on_done) takes mu_.
+  const int n = static_cast<int>(finished.size());
+  finished.clear();
+  return n;
+}
+
+Status Worker::Run() {
+  RDATTN_RETURN_IF_ERROR(LoadWorkerId());
+  if (Status registered = Register(); !registered.ok()) {
+    return registered.code() == StatusCode::kCancelled ? Status::Ok() : registered;
+  }
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  LeaseLoop();
+  // Shutdown, --once or idle: wait for the jobs still running (being stopped on shutdown).
+  while (true) {
+    ReapFinished();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (jobs_.empty()) break;
+    cv_.wait_for(lock, std::chrono::milliseconds(200));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_heartbeats_ = true;
+    cv_.notify_all();
+  }
+  heartbeat_thread_.join();
+  LogInfo("exiting");
+  return Status::Ok();
+}
+
+void Worker::LeaseLoop() {
+  auto idle_since = Clock::now();
+  auto backoff = std::chrono::milliseconds(500);
+  int failures = 0;
+  while (true) {
+    ReapFinished();
+    int free_slots = 0;
+    bool any_jobs = false;
+    bool reregister = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (shutdown_) return;
+      const auto now = Clock::now();
+      if (!jobs_.empty()) idle_since = now;
+      if (options_.once && jobs_started_ > 0) {
+        if (jobs_.empty()) return;
+        cv_.wait_for(lock, std::chrono::milliseconds(500));
+        continue;
+      }
+      if (options_.exit_when_idle && jobs_.empty() && now - idle_since >= *options_.exit_when_idle) {
+        LogInfo("idle for " + std::to_string(options_.exit_when_idle->count() / 1000.0) + " s");
+        return;
+      }
+      free_slots = FreeSlots();
+      any_jobs = !jobs_.empty();
+      reregister = reregister_;
+      if (free_slots < 1) {
+        cv_.wait_for(lock, std::chrono::milliseconds(1000));
+        continue;
+      }
+    }
+    if (reregister) {
+      if (Status s = Register(); !s.ok()) {
+        if (s.code() == StatusCode::kCancelled) return;
+        LogError(s.ToString());
+        if (!SleepFor(options_.max_backoff)) return;
+      }
+      continue;
+    }
+    auto wait = options_.lease_wait;
+    if (options_.exit_when_idle && !any_jobs) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *options_.exit_when_idle - (Clock::now() - idle_since));
+      wait = std::clamp(left, std::chrono::milliseconds(100), options_.lease_wait);
+    }
+    pb::LeaseJobRequest request;
+    request.set_worker_id(worker_id());
+    request.set_free_slots(free_slots);
+    SetDuration(wait, request.mutable_wait());
+    StatusOr<pb::LeaseJobResponse> response =
+        client_->LeaseJob(request, wait + std::chrono::milliseconds(10000));
+    if (!response.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (shutdown_) return;
+        if (response.status().code() == StatusCode::kNotFound) {
+          LogWarning("LeaseJob: the coordinator does not know this worker; registering again");
+          reregister_ = true;
+          continue;
+        }
+      }
+      if (failures++ % 10 == 0) LogWarning("LeaseJob: " + response.status().ToString() + " (retrying)");
+      if (!SleepFor(backoff)) return;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+      continue;
+    }
+    if (failures > 0) LogInfo("LeaseJob: the coordinator answers again");
+    failures = 0;
+    backoff = std::chrono::milliseconds(500);
+    if (!response->has_job() || response->lease_id().empty()) continue;
+    StartJob(std::move(response).value());
+  }
+}
+
+void Worker::StartJob(pb::LeaseJobResponse lease) {
+  const int world_size = std::max(1, lease.job().run().parallel().world_size());
+  std::unique_lock<std::mutex> lock(mu_);
+  const int free_slots = FreeSlots();
+  if (world_size > free_slots) {
+    // The coordinator gave more than free_slots (a scheduler bug): hand the job back.
+    const bool never = world_size > options_.slots;
+    pb::CompleteJobRequest request;
+    request.set_worker_id(worker_id_);
+    request.set_lease_id(lease.lease_id());
+    request.set_job_id(lease.job().job_id());
+    request.set_outcome(never ? pb::JOB_OUTCOME_FAILED : pb::JOB_OUTCOME_PREEMPTED);
+    request.set_exit_code(-1);
+    request.set_message("the job needs " + std::to_string(world_size) + " slots; this worker has " +
+                        std::to_string(options_.slots) + ", " + std::to_string(free_slots) + " free");
+    ++jobs_started_;  // for --once: this lease was the job
+    lock.unlock();
+    LogWarning(lease.job().job_id() + ": " + request.message());
+    StatusOr<pb::CompleteJobResponse> r = client_->CompleteJob(request, options_.rpc_timeout);
+    if (!r.ok()) LogWarning("CompleteJob: " + r.status().ToString());
+    return;
+  }
+  Running running;
+  std::vector<std::string> devices;
+  for (size_t i = 0; i < slot_used_.size() && static_cast<int>(running.slots.size()) < world_size; ++i) {
+    if (slot_used_[i]) continue;
+    slot_used_[i] = true;
+    running.slots.push_back(static_cast<int>(i));
+    devices.push_back(i < options_.gpu_ids.size() ? options_.gpu_ids[i] : std::to_string(i));
+  }
+  JobRunnerOptions job;
+  job.worker_id = worker_id_;
+  job.workdir = options_.workdir;
+  job.checkpoint_root = options_.checkpoint_root;
+  job.train_binary = options_.train_binary;
+  job.mpirun = options_.mpirun;
+  job.threads_per_rank = options_.threads_per_rank;
+  job.run_as_root = ::geteuid() == 0;
+  if (options_.kind == pb::HARDWARE_KIND_GPU) {
+    for (size_t i = 0; i < devices.size(); ++i) job.cuda_visible_devices += (i ? "," : "") + devices[i];
+  }
+  job.event_poll_interval = options_.event_poll_interval;
+  job.rpc_timeout = options_.rpc_timeout;
+  const std::string lease_id = lease.lease_id();
+  // When the job is over its slots are free at once (the next LeaseJob and heartbeat say so);
+  // the runner itself is joined later by ReapFinished.
+  running.runner = std::make_unique<JobRunner>(std::move(lease), std::move(job), client_.get(), [this, lease_id] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(lease_id);
+    if (it != jobs_.end()) {
+      for (int s : it->second.slots) slot_used_[static_cast<size_t>(s)] = false;
+      it->second.slots.clear();
+    }
+    cv_.notify_all();
+  });
+  if (shutdown_) running.runner->Stop(StopReason::kShutdown, options_.stop_grace, "worker shutdown");
+  running.runner->Start();
+  jobs_[lease_id] = std::move(running);
+  ++jobs_started_;
+}
+
+void Worker::HeartbeatLoop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, heartbeat_interval_, [&] { return stop_heartbeats_; });
+      if (stop_heartbeats_) return;
+    }
+    HeartbeatOnce();
+  }
+}
+
+void Worker::HeartbeatOnce() {
+  pb::HeartbeatRequest request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    request.set_worker_id(worker_id_);
+    for (const auto& [lease_id, running] : jobs_) {
+      if (!running.runner->done()) *request.add_leases() = running.runner->Progress();
+    }
+    request.set_free_slots(FreeSlots());
+  }
+  const auto sent_at = Clock::now();
+  StatusOr<pb::HeartbeatResponse> response = client_->Heartbeat(request, options_.rpc_timeout);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!response.ok()) {
+    if (response.status().code() == StatusCode::kNotFound) {
+      LogWarning("Heartbeat: the coordinator does not know this worker; registering again");
+      reregister_ = true;
+      cv_.notify_all();
+    } else {
+      LogWarning("Heartbeat: " + response.status().ToString());
+    }
+  } else {
+    if (response->has_heartbeat_interval() && ToMillis(response->heartbeat_interval()).count() > 0) {
+      heartbeat_interval_ = ToMillis(response->heartbeat_interval());
+    }
+    // A lease the coordinator answered for and did not call lost counts as renewed, whether or
+    // not it is listed in `renewed` (which carries the stored-event acknowledgements).
+    const std::set<std::string> lost(response->lost_lease_ids().begin(), response->lost_lease_ids().end());
+    for (const pb::LeaseProgress& sent : request.leases()) {
+      auto it = jobs_.find(sent.lease_id());
+      if (it != jobs_.end() && lost.count(sent.lease_id()) == 0) it->second.runner->Renewed(sent_at, 0);
+    }
+    for (const pb::LeaseRenewal& renewal : response->renewed()) {
+      auto it = jobs_.find(renewal.lease_id());
+      if (it != jobs_.end()) it->second.runner->Renewed(sent_at, renewal.last_stored_event_seq());
+    }
+    for (const pb::CancelOrder& order : response->cancel_orders()) {
+      auto it = jobs_.find(order.lease_id());
+      if (it == jobs_.end()) continue;
+      const auto grace = order.has_grace() ? ToMillis(order.grace()) : options_.cancel_grace;
+      it->second.runner->Stop(StopReason::kCancel, grace, order.reason());
+    }
+    for (const std::string& lost : response->lost_lease_ids()) {
+      auto it = jobs_.find(lost);
+      if (it == jobs_.end()) continue;
+      // Someone else may run the job already: no checkpoint from us, no CompleteJob.
+      it->second.runner->Stop(StopReason::kLeaseLost, std::chrono::milliseconds(0),
+                              "the coordinator no longer knows the lease");
+    }
+  }
+  // Leases the coordinator has not renewed for a whole TTL have expired there: stop the ranks
+  // (they checkpoint) rather than race the job's next attempt.
+  const auto now = Clock::now();
+  for (auto& [lease_id, running] : jobs_) {
+    if (running.runner->done() || now - running.runner->last_renewal() < lease_ttl_) continue;
+    running.runner->Stop(StopReason::kLeaseExpired, options_.cancel_grace,
+                         "lease not renewed for " + std::to_string(lease_ttl_.count() / 1000.0) + " s");
+  }
+}
+
+void Worker::RequestShutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!shutdown_) {
+    shutdown_ = true;
+    LogInfo("shutting down: stopping " + std::to_string(jobs_.size()) + " job(s)");
+    client_->AbortLeasePolls();
+    for (auto& [lease_id, running] : jobs_) {
+      running.runner->Stop(StopReason::kShutdown, options_.stop_grace, "worker shutdown");
+    }
+  } else {
+    LogWarning("shutting down now: killing the ranks");
+    for (auto& [lease_id, running] : jobs_) {
+      running.runner->Stop(StopReason::kShutdown, std::chrono::milliseconds(0), "worker shutdown");
+    }
+  }
+  cv_.notify_all();
+}
+
+}  // namespace rdattn::worker

@@ -1,0 +1,105 @@
+// The rdattn-worker daemon's main loop: registers with the coordinator, long-polls LeaseJob
+// while it has free slots, runs each leased job in a JobRunner (several at once when slots
+// allow; a job of world size W takes W slots), heartbeats every lease, applies cancel orders
+// and lost leases, and on shutdown stops its ranks (they checkpoint) and reports PREEMPTED.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "common/status.h"
+#include "rdattn/v1/coordinator.pb.h"
+#include "worker/daemon/coordinator_client.h"
+#include "worker/daemon/job_runner.h"
+
+namespace rdattn::worker {
+
+struct WorkerOptions {
+  std::string hostname;
+  std::string worker_id;  // empty: from <workdir>/worker_id, else assigned by the coordinator
+  std::string workdir;    // absolute; created
+  std::string checkpoint_root;  // absolute
+  std::string train_binary;     // resolved
+  std::string mpirun = "mpirun";
+  int slots = 1;
+  pb::HardwareKind kind = pb::HARDWARE_KIND_CPU;
+  std::string device_name;
+  std::string version;
+  int threads_per_rank = 1;
+  // Device ids of the slots on a GPU worker (slot i -> gpu_ids[i]); empty: 0 .. slots-1.
+  std::vector<std::string> gpu_ids;
+  bool once = false;  // lease one job, exit when it is over
+  std::optional<std::chrono::milliseconds> exit_when_idle;  // exit after this long without a job
+  std::chrono::milliseconds lease_wait{20000};   // LeaseJobRequest.wait
+  std::chrono::milliseconds rpc_timeout{10000};  // unary calls other than LeaseJob
+  std::chrono::milliseconds stop_grace{30000};   // SIGTERM -> SIGKILL on worker shutdown
+  std::chrono::milliseconds cancel_grace{10000};  // when a cancel order gives none
+  std::chrono::milliseconds event_poll_interval{200};
+  std::chrono::milliseconds max_backoff{10000};  // between failed calls
+};
+
+class Worker {
+ public:
+  // `client` never null.
+  Worker(WorkerOptions options, std::unique_ptr<CoordinatorClient> client);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Runs until shutdown, --once or --exit-when-idle. Returns OK, or the registration error the
+  // operator must fix (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT) or a workdir error.
+  Status Run();
+
+  // From any thread (the signal thread): stop leasing, SIGTERM the ranks (SIGKILL after
+  // stop_grace), report their jobs, return from Run. A second call kills the ranks now.
+  void RequestShutdown();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  Status LoadWorkerId();
+  // Registers (again), retrying transient errors with backoff until shutdown.
+  Status Register();
+  void LeaseLoop();
+  void StartJob(pb::LeaseJobResponse lease);
+  void HeartbeatLoop();
+  void HeartbeatOnce();
+  // Joins and forgets finished runners, freeing their slots. Returns how many.
+  int ReapFinished();
+  int FreeSlots() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sleeps up to `d`, or until shutdown / a job ends. Returns false on shutdown.
+  bool SleepFor(std::chrono::milliseconds d);
+  std::string worker_id() const;
+
+  const WorkerOptions options_;
+  const std::unique_ptr<CoordinatorClient> client_;
+
+  struct Running {
+    std::unique_ptr<JobRunner> runner;
+    std::vector<int> slots;  // indices into slot_used_
+  };
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_heartbeats_ ABSL_GUARDED_BY(mu_) = false;
+  bool reregister_ ABSL_GUARDED_BY(mu_) = false;  // the coordinator forgot us (NOT_FOUND)
+  std::chrono::milliseconds heartbeat_interval_ ABSL_GUARDED_BY(mu_){5000};
+  std::chrono::milliseconds lease_ttl_ ABSL_GUARDED_BY(mu_){30000};
+  std::vector<bool> slot_used_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Running> jobs_ ABSL_GUARDED_BY(mu_);  // by lease id
+  int jobs_started_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace rdattn::worker

@@ -1,0 +1,286 @@
+// rdattn-worker: one per node. Registers its slots with the coordinator, leases jobs, launches
+// and supervises their rdattn-train ranks (a child process, or mpirun), relays their metric
+// events, heartbeats, and reports how each attempt ended. Links gRPC, never LibTorch: the
+// trainer is a separate process. docs/worker.md has the whole story.
+//
+// Flags are spelled --flag-name (as documented) or --flag_name (abseil's spelling).
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "worker/daemon/coordinator_client.h"
+#include "worker/daemon/job_paths.h"
+#include "worker/daemon/launch.h"
+#include "worker/daemon/log.h"
+#include "worker/daemon/worker.h"
+
+#ifndef RDATTN_VERSION
+#define RDATTN_VERSION "dev"
+#endif
+
+ABSL_FLAG(std::string, coordinator, "", "coordinator address host:port (required)");
+ABSL_FLAG(int, slots, 1, "ranks this worker runs at once: GPUs on a GPU worker, rank slots on a CPU worker");
+ABSL_FLAG(std::string, kind, "cpu", "hardware kind: cpu or gpu");
+ABSL_FLAG(std::string, workdir, "",
+          "working directory (required): <workdir>/<job>/attempt-<n>/ holds job.json, events.jsonl, "
+          "stderr.log; <workdir>/worker_id keeps the worker's id");
+ABSL_FLAG(std::string, checkpoint_root, "",
+          "checkpoint root (default <workdir>/checkpoints): jobs without checkpoint.dir get "
+          "<root>/<job>; share it between nodes so a requeued job resumes anywhere");
+ABSL_FLAG(std::string, train_binary, "",
+          "rdattn-train to launch (default: next to rdattn-worker, ../trainer/ in a build tree, else PATH)");
+ABSL_FLAG(std::string, mpirun, "mpirun", "mpirun for jobs of world size > 1");
+ABSL_FLAG(std::string, token, "", "bearer token (else --token-file, else $RDATTN_TOKEN)");
+ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
+ABSL_FLAG(std::string, ca_cert, "", "PEM file of CA roots: talk TLS to the coordinator (default plaintext)");
+ABSL_FLAG(std::string, hostname, "", "hostname to register (default: gethostname)");
+ABSL_FLAG(std::string, worker_id, "", "worker id to register with (default: <workdir>/worker_id, else assigned)");
+ABSL_FLAG(int, threads_per_rank, 0, "threads per rank when a job does not set them (0: max(1, cores / slots))");
+ABSL_FLAG(bool, once, false, "lease one job and exit when it is over (tests)");
+ABSL_FLAG(double, exit_when_idle, 0, "exit after this many seconds without a job (0: never)");
+ABSL_FLAG(double, lease_wait, 20, "seconds a LeaseJob long poll may wait");
+ABSL_FLAG(double, stop_grace, 30, "seconds between SIGTERM and SIGKILL when the worker shuts down");
+ABSL_FLAG(double, cancel_grace, 10, "seconds between SIGTERM and SIGKILL for a cancel order without a grace");
+ABSL_FLAG(double, event_poll, 0.2, "seconds between reads of a job's events.jsonl");
+ABSL_FLAG(bool, verbose, false, "debug logging");
+
+namespace {
+
+namespace fs = std::filesystem;
+using rdattn::worker::LogError;
+using rdattn::worker::LogInfo;
+using rdattn::worker::LogWarning;
+
+constexpr int kExitUsage = 2;
+
+// --flag-name -> --flag_name, so both spellings work with abseil.
+std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
+  storage->reserve(static_cast<size_t>(argc));
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      for (size_t k = 2; k < end; ++k) {
+        if (arg[k] == '-') arg[k] = '_';
+      }
+    }
+    storage->push_back(std::move(arg));
+  }
+  std::vector<char*> out;
+  for (auto& s : *storage) out.push_back(s.data());
+  return out;
+}
+
+std::chrono::milliseconds Seconds(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+}
+
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string ReadFile(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  *ok = static_cast<bool>(in);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string Trim(std::string s) {
+  const size_t end = s.find_last_not_of(" \t\r\n");
+  s.erase(end == std::string::npos ? 0 : end + 1);
+  return s;
+}
+
+// "model name" of /proc/cpuinfo, or the first GPU's "Model:" from the NVIDIA driver.
+std::string DeviceName(bool gpu) {
+  auto field = [](const std::string& path, const std::string& key) -> std::string {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.compare(0, key.size(), key) != 0) continue;
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string v = line.substr(colon + 1);
+      v.erase(0, std::min(v.size(), v.find_first_not_of(" \t")));
+      return Trim(v);
+    }
+    return "";
+  };
+  if (gpu) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+      std::string name = field((e.path() / "information").string(), "Model");
+      if (!name.empty()) return name;
+    }
+    return "";
+  }
+  return field("/proc/cpuinfo", "model name");
+}
+
+// Default rdattn-train: beside this binary, then the build tree's ../trainer/, then PATH.
+rdattn::StatusOr<std::string> DefaultTrainBinary() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& candidate : {self.parent_path() / "rdattn-train",
+                                      self.parent_path().parent_path() / "trainer" / "rdattn-train"}) {
+      auto found = rdattn::worker::FindExecutable(candidate.string());
+      if (found.ok()) return found;
+    }
+  }
+  return rdattn::worker::FindExecutable("rdattn-train");
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "rdattn-worker: %s (see --help)\n", message.c_str());
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals in every thread (gRPC's too, created below); one thread takes
+  // them with sigwait. Children get an empty mask and default dispositions (process.cc).
+  sigset_t shutdown_signals;
+  sigemptyset(&shutdown_signals);
+  sigaddset(&shutdown_signals, SIGTERM);
+  sigaddset(&shutdown_signals, SIGINT);
+  sigaddset(&shutdown_signals, SIGUSR2);  // internal: ends the signal thread
+  pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return file.find("worker_main") != absl::string_view::npos;
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(
+      "rdattn-worker --coordinator HOST:PORT --workdir DIR [--slots N] [--kind cpu|gpu] ...\n"
+      "Leases rdattn jobs from the coordinator and runs their rdattn-train ranks.");
+  std::vector<std::string> storage;
+  std::vector<char*> args = NormalizeFlagNames(argc, argv, &storage);
+  const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (rest.size() > 1) return Usage(std::string("unexpected argument '") + rest[1] + "'");
+  if (absl::GetFlag(FLAGS_verbose)) rdattn::worker::SetLogLevel(rdattn::worker::LogLevel::kDebug);
+
+  rdattn::worker::WorkerOptions options;
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  if (coordinator.empty()) return Usage("--coordinator is required");
+  if (absl::GetFlag(FLAGS_workdir).empty()) return Usage("--workdir is required");
+  options.slots = absl::GetFlag(FLAGS_slots);
+  if (options.slots < 1) return Usage("--slots must be at least 1");
+  const std::string kind = absl::GetFlag(FLAGS_kind);
+  if (kind == "cpu") {
+    options.kind = rdattn::v1::HARDWARE_KIND_CPU;
+  } else if (kind == "gpu") {
+    options.kind = rdattn::v1::HARDWARE_KIND_GPU;
+  } else {
+    return Usage("--kind must be cpu or gpu, not '" + kind + "'");
+  }
+  std::error_code ec;
+  fs::create_directories(absl::GetFlag(FLAGS_workdir), ec);
+  if (ec) return Usage("--workdir " + absl::GetFlag(FLAGS_workdir) + ": " + ec.message());
+  options.workdir = fs::absolute(absl::GetFlag(FLAGS_workdir)).lexically_normal().string();
+  options.checkpoint_root = absl::GetFlag(FLAGS_checkpoint_root).empty()
+                                ? rdattn::worker::JoinPath(options.workdir, "checkpoints")
+                                : fs::absolute(absl::GetFlag(FLAGS_checkpoint_root)).lexically_normal().string();
+  const std::string train_flag = absl::GetFlag(FLAGS_train_binary);
+  auto train = train_flag.empty() ? DefaultTrainBinary() : rdattn::worker::FindExecutable(train_flag);
+  if (!train.ok()) return Usage("--train-binary: " + train.status().message());
+  options.train_binary = fs::absolute(*train).lexically_normal().string();
+  options.mpirun = absl::GetFlag(FLAGS_mpirun);
+  if (options.slots > 1 && !rdattn::worker::FindExecutable(options.mpirun).ok()) {
+    LogWarning("mpirun '" + options.mpirun + "' not found: jobs of world size > 1 will fail");
+  }
+  const int threads = absl::GetFlag(FLAGS_threads_per_rank);
+  if (threads < 0) return Usage("--threads-per-rank must not be negative");
+  options.threads_per_rank = threads > 0 ? threads : std::max(1, UsableCores() / options.slots);
+  options.hostname = absl::GetFlag(FLAGS_hostname);
+  if (options.hostname.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    options.hostname = host;
+  }
+  options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  options.device_name = DeviceName(options.kind == rdattn::v1::HARDWARE_KIND_GPU);
+  options.version = RDATTN_VERSION;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
+    std::string list = visible;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      if (comma > start) options.gpu_ids.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  options.once = absl::GetFlag(FLAGS_once);
+  if (absl::GetFlag(FLAGS_exit_when_idle) > 0) options.exit_when_idle = Seconds(absl::GetFlag(FLAGS_exit_when_idle));
+  options.lease_wait = Seconds(std::max(0.1, absl::GetFlag(FLAGS_lease_wait)));
+  options.stop_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_stop_grace)));
+  options.cancel_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_cancel_grace)));
+  options.event_poll_interval = Seconds(std::max(0.01, absl::GetFlag(FLAGS_event_poll)));
+
+  rdattn::worker::CoordinatorClientOptions client;
+  client.address = coordinator;
+  client.token = absl::GetFlag(FLAGS_token);
+  if (client.token.empty() && !absl::GetFlag(FLAGS_token_file).empty()) {
+    bool ok = false;
+    client.token = Trim(ReadFile(absl::GetFlag(FLAGS_token_file), &ok));
+    if (!ok) return Usage("--token-file " + absl::GetFlag(FLAGS_token_file) + ": cannot read");
+  }
+  if (client.token.empty()) {
+    if (const char* env = std::getenv("RDATTN_TOKEN")) client.token = Trim(env);
+  }
+  if (!absl::GetFlag(FLAGS_ca_cert).empty()) {
+    bool ok = false;
+    client.ca_cert_pem = ReadFile(absl::GetFlag(FLAGS_ca_cert), &ok);
+    if (!ok) return Usage("--ca-cert " + absl::GetFlag(FLAGS_ca_cert) + ": cannot read");
+  }
+
+  LogInfo("rdattn-worker " + options.version + ": coordinator " + coordinator + ", " +
+          std::to_string(options.slots) + " " + kind + " slot(s), " +
+          std::to_string(options.threads_per_rank) + " thread(s) per rank, workdir " + options.workdir +
+          ", checkpoints " + options.checkpoint_root + ", trainer " + options.train_binary);
+  rdattn::worker::Worker worker(std::move(options),
+                                std::make_unique<rdattn::worker::CoordinatorClient>(client));
+
+  std::thread signal_thread([&worker, shutdown_signals] {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&shutdown_signals, &sig) != 0) continue;
+      if (sig == SIGUSR2) return;
+      LogInfo(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+      worker.RequestShutdown();
+    }
+  });
+
+  const rdattn::Status status = worker.Run();
+  pthread_kill(signal_thread.native_handle(), SIGUSR2);
+  signal_thread.join();
+  if (!status.ok()) {
+    LogError(status.ToString());
+    const auto code = status.code();
+    return code == rdattn::StatusCode::kInvalidArgument || code == rdattn::StatusCode::kUnauthenticated ||
+                   code == rdattn::StatusCode::kPermissionDenied
+               ? kExitUsage
+               : 1;
+  }
+  return 0;
+}
