@@ -1,15 +1,81 @@
 #!/usr/bin/env bash
-# The README's first command: sets up the machine (scripts/setup.sh), builds rdattn and runs the
-# main job. Until the sweep service lands it stops after a successful setup and build.
+# The README's first command: the main job, end to end, on one machine.
+#   1. installs the Debian packages and the offline data (scripts/setup.sh), and builds;
+#   2. prepares the bundled corpus into byte-level shards: State of the Union for train and
+#      validation (the 2016-2019 addresses are held out), the Jargon File as held-out test text;
+#   3. starts a coordinator and a worker (2 slots, one thread per rank) on loopback;
+#   4. submits the demo sweep (docs/examples/cpu-demo.yaml: block vs rd, 3 matched seeds);
+#   5. shows live progress (rdattn watch);
+#   6. prints the paired report and writes it (markdown, CSV, JSON, plots) under runs/demo/;
+#   7. stops the services it started.
+# Running it again is safe: the coordinator keeps its SQLite file in runs/demo/, the same sweep
+# file is the same submission (idempotent request id), and finished jobs are not rerun;
+# interrupted jobs resume from their checkpoints.
 #
 # Run it as root or as a user with sudo on Debian 12.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$RDATTN_ROOT"
-trap rdattn_report_exit EXIT
+
+RUN_DIR="$RDATTN_ROOT/runs/demo"
+PIDS=()
+stop_services() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rdattn_report_exit "$rc"
+}
+trap stop_services EXIT
 
 rdattn_phase setup scripts/setup.sh
 rdattn_env
 rdattn_phase build rdattn_build
-echo "rdattn: the sweep service is not built yet (issue: the service); setup and build succeeded"
+B="$RDATTN_BUILD_DIR"
+
+prepare_shards() {
+  local sotu=data/third_party/sotu val=()
+  for year in 2016 2017 2018 2019; do val+=("$sotu/${year}_"*.txt); done
+  "$B/worker/data/rdattn-data" prepare --tokenizer byte --out data/shards --prefix sotu \
+    --text "$sotu"/*.txt --val-files "${val[@]}" \
+    --test-files /usr/share/doc/jargon-text/jargon.txt.gz --split files
+}
+rdattn_phase shards prepare_shards
+
+start_services() {
+  mkdir -p "$RUN_DIR"
+  # The sweep file with absolute shard paths (the trainer runs in the worker's job folders).
+  sed "s#\"data/shards/#\"$RDATTN_ROOT/data/shards/#" docs/examples/cpu-demo.yaml > "$RUN_DIR/sweep.yaml"
+  "$B/coordinator/rdattn-coordinator" --listen 127.0.0.1:0 --db "$RUN_DIR/coordinator.db" \
+    > "$RUN_DIR/coordinator.out" 2> "$RUN_DIR/coordinator.log" &
+  PIDS+=($!)
+  local i
+  for i in $(seq 1 100); do
+    if grep -q "^listening on " "$RUN_DIR/coordinator.out" 2>/dev/null; then break; fi
+    if ! kill -0 "${PIDS[0]}" 2>/dev/null; then cat "$RUN_DIR/coordinator.log" >&2; return 1; fi
+    sleep 0.1
+  done
+  ADDR=$(sed -n 's/^listening on //p' "$RUN_DIR/coordinator.out" | head -n 1)
+  [ -n "$ADDR" ] || { echo "rdattn: the coordinator did not start; see $RUN_DIR/coordinator.log" >&2; return 1; }
+  "$B/worker/daemon/rdattn-worker" --coordinator "$ADDR" --slots 2 --kind cpu --threads-per-rank 1 \
+    --workdir "$RUN_DIR/worker" --checkpoint-root "$RUN_DIR/checkpoints" \
+    --train-binary "$B/worker/trainer/rdattn-train" 2> "$RUN_DIR/worker.log" &
+  PIDS+=($!)
+  echo "coordinator on $ADDR (log $RUN_DIR/coordinator.log), worker with 2 slots (log $RUN_DIR/worker.log)"
+}
+rdattn_phase services start_services
+
+RDATTN=("$B/client/rdattn" --coordinator "$ADDR")
+SID=$("${RDATTN[@]}" submit "$RUN_DIR/sweep.yaml")
+echo "submitted sweep $SID"
+rdattn_phase watch "${RDATTN[@]}" watch "$SID" --interval 5
+
+show_report() {
+  "${RDATTN[@]}" report "$SID"
+  "${RDATTN[@]}" report "$SID" --format md --out "$RUN_DIR/report"
+  "${RDATTN[@]}" report "$SID" --format csv --out "$RUN_DIR/report"
+  "${RDATTN[@]}" report "$SID" --format json --out "$RUN_DIR/report"
+  echo
+  echo "rdattn: the paired report of sweep $SID is in $RUN_DIR/report/ (report.md, plots/*.png, *.csv, report.json)"
+}
+rdattn_phase report show_report

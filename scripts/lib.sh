@@ -51,8 +51,9 @@ rdattn_phase() {
 }
 
 # Installed as an EXIT trap by the scripts: names the phase that failed and the total time.
+# A trap that does its own clean-up first passes the original exit status as $1.
 rdattn_report_exit() {
-  local rc=$?
+  local rc=${1:-$?}
   if [ "$rc" -ne 0 ] && [ -n "$RDATTN_PHASE" ]; then
     echo "==> [$RDATTN_PHASE] FAILED (exit $rc) after $((SECONDS - RDATTN_PHASE_T0)) s" >&2
   fi
