@@ -3,7 +3,12 @@
 // text is format.h, and following a sweep is watch.h.
 #include "client/commands.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -315,21 +320,142 @@ Status RunCancel(Invocation& inv) {
   return Status::Ok();
 }
 
+// A file name the coordinator returned: "NAME" or "plots/NAME", NAME of [A-Za-z0-9._-] and not
+// starting with '.', so nothing is written outside the output folder.
+bool SafeReportFileName(const std::string& name) {
+  std::string base = name;
+  if (base.rfind("plots/", 0) == 0) base = base.substr(6);
+  if (base.empty() || base[0] == '.' || base.size() > 200) return false;
+  for (char c : base) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Writes `content` to `path` atomically: a temporary file in the same folder, then rename.
+Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
+  const std::filesystem::path tmp =
+      path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return InternalError("cannot write " + tmp.string());
+    f.write(content.data(), static_cast<std::streamsize>(content.size()));
+    f.flush();
+    if (!f) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      return InternalError("cannot write " + tmp.string());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    return InternalError("cannot rename " + tmp.string() + " to " + path.string() + ": " +
+                         ec.message());
+  }
+  return Status::Ok();
+}
+
+// Whether a returned file belongs to a --format: md -> report.md and plots/*, csv -> *.csv,
+// json -> report.json.
+bool FileOfFormat(const std::string& name, const std::string& format) {
+  auto ends_with = [&name](const std::string& ext) {
+    return name.size() >= ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  if (format == "md") return name == "report.md" || name.rfind("plots/", 0) == 0;
+  if (format == "csv") return name.find('/') == std::string::npos && ends_with(".csv");
+  return name == "report.json";
+}
+
 Status RunReport(Invocation& inv) {
-  RDATTN_ASSIGN_OR_RETURN(const std::string format, FormatFlag(inv.args));
+  const std::optional<std::string> out_dir = inv.args.Get("out");
+  const std::string format = inv.args.Get("format").value_or(out_dir ? "md" : "text");
+  if (format != "text" && format != "md" && format != "csv" && format != "json") {
+    return InvalidArgumentError("--format: expected text, md, csv or json, got '" + format + "'");
+  }
+  if (out_dir && format == "text") {
+    return InvalidArgumentError("--out: needs --format md, csv or json (text goes to stdout)");
+  }
+  if (out_dir && out_dir->empty()) return InvalidArgumentError("--out: must not be empty");
+  if (!out_dir && format == "csv") {
+    return InvalidArgumentError("--format csv: writes one file per table; give --out DIR");
+  }
   pb::GetReportRequest request;
   request.set_sweep_id(inv.args.positional[1]);
-  request.set_reference_arm(inv.args.Get("reference-arm").value_or(""));
-  if (auto v = inv.args.Get("confidence")) {
-    RDATTN_ASSIGN_OR_RETURN(const double c, ParseDoubleFlag("confidence", *v, 0.5, 0.9999));
+  request.set_reference_arm(
+      inv.args.Get("reference").value_or(inv.args.Get("reference-arm").value_or("")));
+  std::optional<std::string> level = inv.args.Get("level");
+  if (!level) level = inv.args.Get("confidence");
+  if (level) {
+    RDATTN_ASSIGN_OR_RETURN(const double c, ParseDoubleFlag("level", *level, 0.5, 0.9999));
     request.set_confidence_level(c);
+  }
+  if (auto v = inv.args.Get("resamples")) {
+    RDATTN_ASSIGN_OR_RETURN(const long long n, ParseIntFlag("resamples", *v, 1));
+    if (n > 1000000) return InvalidArgumentError("--resamples: at most 1000000, got " + *v);
+    request.set_bootstrap_resamples(static_cast<int32_t>(n));
+  }
+  if (format == "text") {
+    request.set_omit_files(true);
+  } else {
+    request.add_formats(format);
   }
   RDATTN_ASSIGN_OR_RETURN(auto client, Connect(inv));
   RDATTN_ASSIGN_OR_RETURN(pb::GetReportResponse response, client->GetReport(request));
-  if (format == "json") {
-    inv.out << MessageJson(response.report(), true) << "\n";
-  } else {
+  if (format == "text") {
     inv.out << FormatReport(response.report());
+    return Status::Ok();
+  }
+  if (!response.warning().empty()) inv.err << "rdattn: warning: " << response.warning() << "\n";
+  std::vector<const pb::ReportFile*> files;
+  for (const pb::ReportFile& f : response.files()) {
+    if (!SafeReportFileName(f.name())) {
+      return InternalError("the coordinator returned a report file with an unsafe name '" +
+                           f.name() + "'");
+    }
+    if (FileOfFormat(f.name(), format)) files.push_back(&f);
+  }
+  const std::string main_name = format == "md" ? "report.md" : format == "json" ? "report.json" : "";
+  const bool has_main = std::any_of(files.begin(), files.end(), [&](const pb::ReportFile* f) {
+    return main_name.empty() || f->name() == main_name;
+  });
+  if (files.empty() || !has_main) {
+    return InternalError("the coordinator returned no " + format + " report (is it older than "
+                         "this client?)");
+  }
+  if (!out_dir) {  // md or json to stdout
+    for (const pb::ReportFile* f : files) {
+      if (f->name() == main_name) inv.out << f->content();
+    }
+    return Status::Ok();
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir(*out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return InternalError("cannot create " + dir.string() + ": " + ec.message());
+  bool plot_data = false;
+  for (const pb::ReportFile* f : files) {
+    const fs::path path = dir / f->name();
+    if (f->name().rfind("plots/", 0) == 0) {
+      fs::create_directories(path.parent_path(), ec);
+      if (ec) return InternalError("cannot create " + path.parent_path().string() + ": " + ec.message());
+    }
+    RDATTN_RETURN_IF_ERROR(WriteFileAtomically(path, f->content()));
+    const std::string ext = path.extension().string();
+    if (ext == ".png") {
+      inv.out << "plot: " << path.string() << "\n";
+    } else if (ext == ".gp" || ext == ".dat") {
+      plot_data = true;
+    } else {
+      inv.out << "report: " << path.string() << "\n";
+    }
+  }
+  if (plot_data) {
+    inv.out << "plot scripts and data: " << (dir / "plots").string() << "/*.gp, *.dat\n";
   }
   return Status::Ok();
 }
@@ -403,12 +529,18 @@ const std::vector<Command>& Commands() {
        true,
        RunCancel},
       {"report",
-       "ID [--format text|json] [--reference-arm A] [--confidence C]",
-       "the paired report (per scale, milestone and arm)",
+       "ID [--format text|md|csv|json] [--out DIR] [--reference ARM] [--level 0.95] "
+       "[--resamples N]",
+       "the paired report: text table to stdout, or report.md (+ plots/), CSVs, report.json "
+       "written into DIR",
        1,
        {{"format", FlagKind::kValue},
+        {"out", FlagKind::kValue},
+        {"reference", FlagKind::kValue},
         {"reference-arm", FlagKind::kValue},
-        {"confidence", FlagKind::kValue}},
+        {"level", FlagKind::kValue},
+        {"confidence", FlagKind::kValue},
+        {"resamples", FlagKind::kValue}},
        true,
        RunReport},
       {"help", "[COMMAND]", "this help, or one command's", 0, {}, false, RunHelp},

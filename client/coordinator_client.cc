@@ -14,6 +14,15 @@ std::shared_ptr<grpc::ChannelCredentials> Credentials(const Connection& c) {
   return grpc::SslCredentials(options);
 }
 
+// A rendered report (GetReportResponse.files: PNGs, CSVs, JSON) can pass gRPC's 4 MiB default.
+constexpr int kMaxReceiveMessageBytes = 256 << 20;
+
+std::shared_ptr<grpc::Channel> MakeChannel(const Connection& c) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  return grpc::CreateCustomChannel(c.address, Credentials(c), args);
+}
+
 template <typename Response, typename Call>
 StatusOr<Response> Unary(Call call) {
   Response response;
@@ -26,7 +35,7 @@ StatusOr<Response> Unary(Call call) {
 
 CoordinatorClient::CoordinatorClient(const Connection& connection)
     : connection_(connection),
-      channel_(grpc::CreateChannel(connection.address, Credentials(connection))),
+      channel_(MakeChannel(connection)),
       stub_(pb::SweepService::NewStub(channel_)) {}
 
 void CoordinatorClient::Prepare(grpc::ClientContext* context, Deadline deadline) const {

@@ -243,47 +243,117 @@ std::string FormatSweepList(const std::vector<pb::SweepStatus>& sweeps) {
   return table.Render();
 }
 
+namespace {
+
+// "[-0.0300, -0.0200]", or "-" when either end is undefined.
+std::string Interval(double low, double high, int digits) {
+  if (!std::isfinite(low) || !std::isfinite(high)) return "-";
+  return "[" + SignedFixed(low, digits) + ", " + SignedFixed(high, digits) + "]";
+}
+
+std::string SignedPercent(double fraction, int digits) {
+  if (!std::isfinite(fraction)) return "-";
+  return (fraction > 0 ? "+" : "") + Percent(fraction, digits);
+}
+
+std::string Bytes(int64_t b) {
+  if (b <= 0) return "-";
+  const double v = static_cast<double>(b);
+  if (v >= 1024.0 * 1024.0 * 1024.0) return Printf("%.2fG", v / (1024.0 * 1024.0 * 1024.0));
+  if (v >= 1024.0 * 1024.0) return Printf("%.1fM", v / (1024.0 * 1024.0));
+  return std::to_string(b);
+}
+
+}  // namespace
+
 std::string FormatReport(const pb::Report& r) {
   std::ostringstream out;
   const double level = r.confidence_level() > 0 ? r.confidence_level() : 0.95;
   out << "report   " << r.sweep_id();
   if (!r.sweep_name().empty()) out << "  (" << r.sweep_name() << ")";
   out << "\nreference arm " << r.reference_arm() << ", " << Fixed(100 * level, 0) << "% intervals, "
-      << (r.complete() ? "complete" : "PARTIAL: jobs are still running") << "\n\n";
+      << (r.complete() ? "complete" : "PARTIAL: jobs are still running");
+  if (r.bootstrap_resamples() > 0) {
+    out << ", bootstrap " << r.bootstrap_resamples() << " resamples (seed " << r.bootstrap_seed()
+        << ")";
+  }
+  out << "\n\n";
   if (r.rows_size() == 0) {
     out << "no paired rows yet\n";
   } else {
     const std::string ci = "CI" + Fixed(100 * level, 0);
     Table table({"SCALE", ">MILESTONE", "ARM", "VS", ">N", ">REF NLL", ">ARM NLL", ">DELTA NLL",
-                 ">SD", ">" + ci + " LOW", ">" + ci + " HIGH", ">PPL", ">WINS", ">SIGN P", ">T P"});
+                 ">SD", ">T " + ci, ">BOOT " + ci, ">PPL", ">PPL/SEED", ">WINS", ">SIGN P",
+                 ">T P"});
     bool any_control = false;
     for (const pb::PairedRow& row : r.rows()) {
       any_control = any_control || row.is_control();
-      table.AddRow({row.scale(), HumanTokens(row.milestone_tokens()),
-                    row.arm() + (row.is_control() ? "*" : ""), row.reference_arm(),
-                    std::to_string(row.n()), Fixed(row.mean_reference_nll(), 4),
+      std::string n = std::to_string(row.n());
+      if (row.n_expected() > 0) n += "/" + std::to_string(row.n_expected());
+      const std::string where =
+          row.split() == "test" ? std::string("test") : HumanTokens(row.milestone_tokens());
+      table.AddRow({row.scale(), where, row.arm() + (row.is_control() ? "*" : ""),
+                    row.reference_arm(), n, Fixed(row.mean_reference_nll(), 4),
                     Fixed(row.mean_arm_nll(), 4), SignedFixed(row.mean_delta_nll(), 4),
                     row.n() > 1 ? Fixed(row.sd_delta_nll(), 4) : "-",
-                    row.n() > 1 ? SignedFixed(row.t_ci_low(), 4) : "-",
-                    row.n() > 1 ? SignedFixed(row.t_ci_high(), 4) : "-",
-                    (row.ppl_change_of_mean_delta() > 0 ? "+" : "") +
-                        Percent(row.ppl_change_of_mean_delta(), 2),
+                    row.n() > 1 ? Interval(row.t_ci_low(), row.t_ci_high(), 4) : "-",
+                    row.n() > 1 ? Interval(row.bootstrap_ci_low(), row.bootstrap_ci_high(), 4) : "-",
+                    row.n() > 0 ? SignedPercent(row.ppl_change_of_mean_delta(), 2) : "-",
+                    row.n() > 0 ? SignedPercent(row.mean_ppl_change(), 2) : "-",
                     std::to_string(row.wins()) + "/" + std::to_string(row.n()),
-                    PValue(row.sign_test_p()), row.n() > 1 ? PValue(row.t_test_p()) : "-"});
+                    row.n() > 0 ? PValue(row.sign_test_p()) : "-",
+                    row.n() > 1 ? PValue(row.t_test_p()) : "-"});
     }
     out << table.Render();
-    out << "\nDELTA NLL = arm - reference in nats/token (negative: the arm is better); PPL = "
-           "exp(mean delta) - 1; WINS = pairs with delta < 0.\n";
-    if (any_control) out << "* a control, compared with its parent arm.\n";
+    out << "\nDELTA NLL = arm - reference in nats/token (negative: the arm is better); N = complete "
+           "pairs/expected seeds;\nT/BOOT = Student t and seeded bootstrap intervals of the mean "
+           "delta; PPL = exp(mean delta) - 1;\nPPL/SEED = mean over seeds of exp(delta) - 1; "
+           "WINS = pairs with delta < 0; SIGN P = exact two-sided sign test;\nT P = paired "
+           "two-sided t test.\n";
+    if (any_control) out << "* a control, compared with its parent arm (or with the reference).\n";
+  }
+  bool any_js = false;
+  for (const pb::JsRow& js : r.js_rows()) any_js = any_js || js.has_js();
+  if (any_js) {
+    out << "\ndepth routes (JS(QK||V) in nats, means over seeds):\n";
+    Table table({"SCALE", "ARM", ">MILESTONE", ">N", ">JS MEAN", ">JS BITS", ">SQRT JS",
+                 ">JS K>=2"});
+    for (const pb::JsRow& js : r.js_rows()) {
+      if (!js.has_js()) continue;
+      table.AddRow({js.scale(), js.arm(), HumanTokens(js.milestone_tokens()),
+                    std::to_string(js.n()), Fixed(js.mean_js_nats(), 4), Fixed(js.mean_js_bits(), 4),
+                    Fixed(js.mean_js_sqrt(), 4), Fixed(js.mean_js_multi_source_nats(), 4)});
+    }
+    out << table.Render();
+  }
+  if (r.cost_rows_size() > 0) {
+    out << "\ncost against " << r.reference_arm()
+        << " (per seed, same hardware kind; ratio = arm / reference):\n";
+    Table table({"SCALE", "ARM", "HARDWARE", ">N", ">TOK/S", ">TOK/S RATIO", ">N MEM", ">PEAK MEM",
+                 ">MEM RATIO"});
+    for (const pb::CostRow& c : r.cost_rows()) {
+      const std::string kind = StripPrefix(pb::HardwareKind_Name(c.hardware_kind()), "HARDWARE_KIND_");
+      table.AddRow({c.scale(), c.arm(), kind == "UNSPECIFIED" ? "-" : kind, std::to_string(c.n()),
+                    c.n() > 0 ? HumanRate(c.mean_tokens_per_second()) : "-",
+                    c.n() > 0 ? Fixed(c.tokens_per_second_ratio(), 3) : "-",
+                    std::to_string(c.n_memory()), c.n_memory() > 0 ? Bytes(c.peak_memory_bytes()) : "-",
+                    c.n_memory() > 0 ? Fixed(c.peak_memory_ratio(), 3) : "-"});
+    }
+    out << table.Render();
   }
   if (r.missing_size() > 0) {
     out << "\nmissing (" << r.missing_size() << "):\n";
     for (const pb::MissingEntry& m : r.missing()) {
       out << "  " << m.scale() << " seed " << m.seed() << " " << m.arm();
-      if (m.milestone_tokens() > 0) out << " @ " << HumanTokens(m.milestone_tokens());
+      if (m.split() == "test") {
+        out << " @ test";
+      } else if (m.milestone_tokens() > 0) {
+        out << " @ " << HumanTokens(m.milestone_tokens());
+      }
       out << ": " << (m.reason().empty() ? JobStateName(m.job_state()) : m.reason()) << "\n";
     }
   }
+  for (const std::string& note : r.notes()) out << "note: " << note << "\n";
   return out.str();
 }
 

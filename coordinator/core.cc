@@ -511,25 +511,54 @@ StatusOr<pb::CancelSweepResponse> Core::CancelSweep(const pb::CancelSweepRequest
 
 StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req) {
   if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
-  if (req.confidence_level() < 0 || req.confidence_level() >= 1) {
+  if (!(req.confidence_level() >= 0 && req.confidence_level() < 1)) {
     return InvalidArgumentError("confidence_level: must be in (0, 1), or 0 for 0.95");
   }
-  if (req.bootstrap_resamples() < 0) return InvalidArgumentError("bootstrap_resamples: must be >= 0");
-  ReportInput in;
+  if (req.bootstrap_resamples() < 0 || req.bootstrap_resamples() > kMaxBootstrapResamples) {
+    return InvalidArgumentError("bootstrap_resamples: must be in [1, " +
+                                std::to_string(kMaxBootstrapResamples) + "], or 0 for " +
+                                std::to_string(kDefaultBootstrapResamples));
+  }
+  ReportOptions options;
+  for (int i = 0; i < req.formats_size(); ++i) {
+    const std::string& f = req.formats(i);
+    if (f != "md" && f != "csv" && f != "json") {
+      return InvalidArgumentError("formats[" + std::to_string(i) + "]: expected md, csv or json, got '" +
+                                  f + "'");
+    }
+    options.formats.insert(f);
+  }
+  options.omit_files = req.omit_files();
+  options.reference_arm = req.reference_arm();
+  options.confidence_level = req.confidence_level() == 0 ? kDefaultConfidenceLevel : req.confidence_level();
+  options.bootstrap_resamples =
+      req.bootstrap_resamples() == 0 ? kDefaultBootstrapResamples : req.bootstrap_resamples();
+  // Copy what the report needs under the lock; the statistics and rendering run without it.
+  ReportSource source;
   {
     absl::MutexLock lock(&mu_);
-    RDATTN_ASSIGN_OR_RETURN(in.sweep, store_->GetSweep(req.sweep_id()));
-    RDATTN_ASSIGN_OR_RETURN(in.jobs, store_->ListJobs(req.sweep_id()));
-    RDATTN_ASSIGN_OR_RETURN(in.eval_events,
-                            store_->ReadMetricEvents(req.sweep_id(), pb::MetricEvent::KIND_EVAL));
+    RDATTN_ASSIGN_OR_RETURN(source.sweep, store_->GetSweep(req.sweep_id()));
+    RDATTN_ASSIGN_OR_RETURN(source.jobs, store_->ListJobs(req.sweep_id()));
+    for (int kind : {pb::MetricEvent::KIND_INIT, pb::MetricEvent::KIND_TRAIN_STEP,
+                     pb::MetricEvent::KIND_EVAL, pb::MetricEvent::KIND_FINISHED}) {
+      RDATTN_ASSIGN_OR_RETURN(std::vector<EventRow> events,
+                              store_->ReadMetricEvents(req.sweep_id(), kind));
+      for (EventRow& e : events) source.events.push_back(std::move(e));
+    }
   }
-  in.reference_arm = req.reference_arm();
-  in.confidence_level = req.confidence_level() == 0 ? 0.95 : req.confidence_level();
-  in.bootstrap_resamples = req.bootstrap_resamples();
-  in.now_us = NowMicros();
-  pb::GetReportResponse resp;
-  *resp.mutable_report() = BuildReport(in);
-  return resp;
+  std::sort(source.events.begin(), source.events.end(),
+            [](const EventRow& a, const EventRow& b) { return a.seq < b.seq; });
+  options.now_us = NowMicros();
+  if (!req.reference_arm().empty()) {
+    const pb::SweepSpec& spec = source.sweep.spec;
+    const bool known = std::find(spec.arms().begin(), spec.arms().end(), req.reference_arm()) !=
+                       spec.arms().end();
+    if (!known) {
+      return InvalidArgumentError("reference_arm: '" + req.reference_arm() +
+                                  "' is not a main arm of sweep " + source.sweep.id);
+    }
+  }
+  return BuildReport(source, options);
 }
 
 }  // namespace rdattn::coordinator

@@ -1,11 +1,21 @@
-// BuildReport: the paired per-seed table (see report.h).
+// BuildReport: store rows -> stats::ReportInput -> ReportTables -> pb::Report + rendered files
+// (see report.h and docs/report.md).
 #include "coordinator/report.h"
+
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <memory>
 #include <set>
-#include <tuple>
+#include <sstream>
+#include <system_error>
+#include <utility>
 
 #include "coordinator/proto_convert.h"
 #include "proto/contract/contract.h"
@@ -13,38 +23,286 @@
 namespace rdattn::coordinator {
 namespace {
 
-// Latest val_nll per (job id, milestone tokens). A resumed attempt that re-evaluates a
-// milestone replaces the earlier value (events arrive in seq order).
-using NllTable = std::map<std::string, std::map<int64_t, double>>;
+namespace fs = std::filesystem;
 
-NllTable CollectNll(const std::vector<EventRow>& events) {
-  NllTable out;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string HardwareKindLabel(HardwareKind kind) {
+  switch (kind) {
+    case HardwareKind::kCpu: return "CPU";
+    case HardwareKind::kGpu: return "GPU";
+    case HardwareKind::kAny: break;
+  }
+  return "";
+}
+
+pb::HardwareKind HardwareKindOfLabel(const std::string& label) {
+  if (label == "CPU") return pb::HARDWARE_KIND_CPU;
+  if (label == "GPU") return pb::HARDWARE_KIND_GPU;
+  return pb::HARDWARE_KIND_UNSPECIFIED;
+}
+
+pb::JobState JobStateOfLabel(const std::string& label) {
+  pb::JobState state = pb::JOB_STATE_UNSPECIFIED;
+  if (label.empty() || !pb::JobState_Parse("JOB_STATE_" + label, &state)) {
+    return pb::JOB_STATE_UNSPECIFIED;
+  }
+  return state;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
+// What the metric events of one job say, per attempt where it matters.
+struct JobEvents {
+  std::map<int64_t, stats::MilestoneResult> milestones;  // latest evaluation per milestone
+  double test_nll = kNaN;
+  // Per attempt: training tokens/s samples, largest peak memory, hardware kind (INIT).
+  std::map<int, std::vector<double>> tokens_per_second;
+  std::map<int, int64_t> peak_memory_bytes;
+  std::map<int, HardwareKind> hardware_kind;
+};
+
+std::map<std::string, JobEvents> CollectEvents(const std::vector<EventRow>& events) {
+  std::map<std::string, JobEvents> out;
   for (const EventRow& e : events) {
     if (!e.event.has_metric_event()) continue;
     const pb::MetricEvent& m = e.event.metric_event();
-    if (m.kind() != pb::MetricEvent::KIND_EVAL) continue;
-    const int64_t milestone = m.milestone_tokens() > 0 ? m.milestone_tokens() : m.tokens();
-    out[e.job_id][milestone] = m.val_nll();
+    const std::string& job_id = e.job_id.empty() ? m.job_id() : e.job_id;
+    const int attempt = e.attempt != 0 ? e.attempt : m.attempt();
+    JobEvents& j = out[job_id];
+    auto note_memory = [&] {
+      if (m.peak_memory_bytes() > 0) {
+        int64_t& peak = j.peak_memory_bytes[attempt];
+        peak = std::max(peak, m.peak_memory_bytes());
+      }
+    };
+    switch (m.kind()) {
+      case pb::MetricEvent::KIND_INIT: {
+        const HardwareKind kind = HardwareKindFromProto(m.hardware_kind());
+        if (kind != HardwareKind::kAny) j.hardware_kind[attempt] = kind;
+        break;
+      }
+      case pb::MetricEvent::KIND_TRAIN_STEP:
+        if (std::isfinite(m.tokens_per_second()) && m.tokens_per_second() > 0) {
+          j.tokens_per_second[attempt].push_back(m.tokens_per_second());
+        }
+        note_memory();
+        break;
+      case pb::MetricEvent::KIND_EVAL: {
+        // A resumed attempt that re-evaluates a milestone replaces the earlier value.
+        const int64_t milestone = m.milestone_tokens() > 0 ? m.milestone_tokens() : m.tokens();
+        stats::MilestoneResult r;
+        r.val_nll = m.val_nll();
+        r.js_nats.assign(m.js_nats().begin(), m.js_nats().end());
+        r.js_bits.assign(m.js_bits().begin(), m.js_bits().end());
+        r.js_sqrt.assign(m.js_sqrt().begin(), m.js_sqrt().end());
+        r.route_entropy_qk_nats.assign(m.route_entropy_qk_nats().begin(),
+                                       m.route_entropy_qk_nats().end());
+        r.route_entropy_v_nats.assign(m.route_entropy_v_nats().begin(),
+                                      m.route_entropy_v_nats().end());
+        j.milestones[milestone] = std::move(r);
+        break;
+      }
+      case pb::MetricEvent::KIND_FINISHED:
+        // test_nll is there only when the run has test windows (eval_tokens > 0).
+        if (m.eval_tokens() > 0 || m.test_nll() != 0) j.test_nll = m.test_nll();
+        note_memory();
+        break;
+      default:
+        break;
+    }
   }
   return out;
 }
 
-std::string MissingReason(const JobRow& job) {
-  switch (job.state) {
-    case JobState::kFailed: return "job FAILED: " + job.failure_reason;
-    case JobState::kCancelled: return "job CANCELLED";
-    case JobState::kSucceeded: return "job SUCCEEDED without an evaluation at this milestone";
-    default: return "not reached yet";
+// ---- ReportTables -> proto -----------------------------------------------------------------
+
+double Defined(bool defined, double v) { return defined ? v : kNaN; }
+
+void FillRow(const stats::PairedRow& in, pb::PairedRow* out) {
+  const stats::PairedSummary& s = in.summary;
+  out->set_scale(in.scale);
+  out->set_milestone_tokens(in.milestone_tokens);
+  out->set_arm(in.arm);
+  out->set_reference_arm(in.reference_arm);
+  out->set_n(s.n);
+  out->set_mean_reference_nll(in.mean_reference_nll);
+  out->set_mean_arm_nll(in.mean_arm_nll);
+  out->set_mean_delta_nll(s.n > 0 ? s.mean : kNaN);
+  out->set_sd_delta_nll(s.n > 1 ? s.sd : kNaN);
+  out->set_t_ci_low(Defined(s.t_ci_defined, s.t_ci_low));
+  out->set_t_ci_high(Defined(s.t_ci_defined, s.t_ci_high));
+  out->set_bootstrap_ci_low(Defined(s.bootstrap_ci_defined, s.bootstrap_ci_low));
+  out->set_bootstrap_ci_high(Defined(s.bootstrap_ci_defined, s.bootstrap_ci_high));
+  out->set_wins(s.wins);
+  out->set_ties(s.ties);
+  out->set_losses(s.losses);
+  out->set_sign_test_p(s.sign_test_p);
+  out->set_t_test_p(Defined(s.t_test_defined, s.t_test_p));
+  out->set_t_statistic(Defined(s.t_test_defined, s.t_statistic));
+  out->set_t_critical(Defined(s.t_ci_defined, s.t_critical));
+  out->set_ppl_change_of_mean_delta(s.n > 0 ? s.ppl_change_of_mean : kNaN);
+  out->set_mean_ppl_change(s.n > 0 ? s.ppl_change_mean_per_seed : kNaN);
+  out->set_is_control(in.kind != "main");
+  out->set_n_expected(in.n_expected);
+  out->set_split(in.split);
+  out->set_kind(in.kind);
+  out->set_note(s.note);
+  for (const stats::SeedPair& p : in.pairs) {
+    pb::SeedDelta* d = out->add_pairs();
+    d->set_seed(p.seed);
+    d->set_reference_nll(p.reference_nll);
+    d->set_arm_nll(p.arm_nll);
+    d->set_delta_nll(p.complete ? p.delta : kNaN);
+    d->set_ppl_change(p.complete ? -p.ppl_reduction : kNaN);
+    d->set_reference_job_id(p.reference_job_id);
+    d->set_arm_job_id(p.arm_job_id);
+    d->set_complete(p.complete);
+    d->set_missing_reason(p.missing_reason);
   }
 }
 
-struct ArmKey {
-  std::string arm;
-  std::string parent;  // reference arm, or the control's parent
-  bool is_control = false;
+void FillJs(const stats::DepthRow& in, pb::JsRow* out) {
+  out->set_scale(in.scale);
+  out->set_arm(in.arm);
+  out->set_milestone_tokens(in.milestone_tokens);
+  out->set_n(in.n);
+  out->set_has_js(in.has_js);
+  for (const stats::DepthLayer& l : in.layers) {
+    out->add_mean_js_nats_by_layer(l.js_nats_mean);
+    out->add_sd_js_nats_by_layer(l.js_nats_sd);
+    out->add_mean_js_bits_by_layer(l.js_bits_mean);
+    out->add_mean_js_sqrt_by_layer(l.js_sqrt_mean);
+    out->add_mean_route_entropy_qk_nats_by_layer(l.entropy_qk_mean);
+    out->add_mean_route_entropy_v_nats_by_layer(l.entropy_v_mean);
+    out->add_sources_by_layer(l.sources);
+    out->add_n_by_layer(l.n);
+  }
+  out->set_mean_js_nats(in.js_mean_nats);
+  out->set_sd_js_nats(in.js_mean_nats_sd);
+  out->set_mean_js_bits(in.js_mean_bits);
+  out->set_mean_js_sqrt(in.js_mean_sqrt);
+  out->set_mean_js_multi_source_nats(in.js_mean_multi_source_nats);
+}
+
+int64_t RoundBytes(double v) { return std::isfinite(v) ? std::llround(v) : 0; }
+
+void FillCost(const stats::CostRow& in, pb::CostRow* out) {
+  out->set_scale(in.scale);
+  out->set_arm(in.arm);
+  out->set_reference_arm(in.reference_arm);
+  out->set_hardware_kind(HardwareKindOfLabel(in.hardware_kind));
+  out->set_n(in.n_throughput);
+  out->set_mean_tokens_per_second(in.mean_arm_tokens_per_second);
+  out->set_reference_mean_tokens_per_second(in.mean_reference_tokens_per_second);
+  out->set_tokens_per_second_ratio(in.tokens_per_second_ratio);
+  out->set_tokens_per_second_ratio_min(in.tokens_per_second_ratio_min);
+  out->set_tokens_per_second_ratio_max(in.tokens_per_second_ratio_max);
+  out->set_n_memory(in.n_memory);
+  out->set_peak_memory_bytes(RoundBytes(in.mean_arm_peak_memory_bytes));
+  out->set_reference_peak_memory_bytes(RoundBytes(in.mean_reference_peak_memory_bytes));
+  out->set_peak_memory_ratio(in.peak_memory_ratio);
+  out->set_peak_memory_ratio_min(in.peak_memory_ratio_min);
+  out->set_peak_memory_ratio_max(in.peak_memory_ratio_max);
+}
+
+// ---- Files -------------------------------------------------------------------------------
+
+void AddFile(pb::GetReportResponse& resp, const std::string& name, std::string content,
+             const std::string& media_type) {
+  pb::ReportFile* f = resp.add_files();
+  f->set_name(name);
+  f->set_content(std::move(content));
+  f->set_media_type(media_type);
+}
+
+StatusOr<std::string> ReadWholeFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InternalError("cannot read " + path.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) return InternalError("cannot read " + path.string());
+  return s.str();
+}
+
+// A fresh private folder under `parent` ($TMPDIR or /tmp when empty), removed by the destructor.
+class TempDir {
+ public:
+  static StatusOr<std::unique_ptr<TempDir>> Make(std::string parent) {
+    if (parent.empty()) {
+      const char* env = std::getenv("TMPDIR");
+      parent = env != nullptr && *env != '\0' ? env : "/tmp";
+    }
+    std::string templ = (fs::path(parent) / "rdattn-report-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return InternalError("cannot create a temporary folder in " + parent);
+    }
+    return std::unique_ptr<TempDir>(new TempDir(templ));
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  fs::path path_;
 };
 
+// Draws the plots in a temporary folder (removed on return) and returns plots/* as files: the
+// three PNGs, then the gnuplot scripts and data.
+StatusOr<std::vector<pb::ReportFile>> RenderPlots(const stats::ReportTables& tables,
+                                                  const ReportOptions& options) {
+  RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<TempDir> tmp, TempDir::Make(options.temp_parent));
+  const fs::path plots = tmp->path() / "plots";
+  RDATTN_RETURN_IF_ERROR(stats::WriteGnuplotScripts(tables, plots.string()));
+  RDATTN_RETURN_IF_ERROR(stats::RunGnuplot(plots.string(), options.gnuplot_binary));
+  std::vector<std::pair<std::string, std::string>> names;  // file name, media type
+  for (const char* png : {stats::kPlotNllVsTokens, stats::kPlotDeltaLastMilestone,
+                          stats::kPlotJsByLayer}) {
+    names.emplace_back(png, "image/png");
+  }
+  std::vector<std::string> other;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(plots, ec)) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file() && (ext == ".gp" || ext == ".dat")) {
+      other.push_back(e.path().filename().string());
+    }
+  }
+  if (ec) return InternalError("cannot list " + plots.string() + ": " + ec.message());
+  std::sort(other.begin(), other.end());
+  for (const std::string& name : other) names.emplace_back(name, "text/plain");
+  std::vector<pb::ReportFile> files;
+  for (const auto& [name, type] : names) {
+    RDATTN_ASSIGN_OR_RETURN(std::string content, ReadWholeFile(plots / name));
+    pb::ReportFile f;
+    f.set_name("plots/" + name);
+    f.set_content(std::move(content));
+    f.set_media_type(type);
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
 }  // namespace
+
+uint64_t ReportBootstrapSeed(const std::string& sweep_id) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : sweep_id) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
 
 std::vector<int64_t> ExpectedMilestones(const pb::RunSpec& run) {
   StatusOr<RunConfig> cfg = contract::ParseRunSpec(run);
@@ -60,139 +318,134 @@ std::vector<int64_t> ExpectedMilestones(const pb::RunSpec& run) {
   return {out.begin(), out.end()};
 }
 
-pb::Report BuildReport(const ReportInput& in) {
+stats::ReportInput MakeStatsInput(const ReportSource& source, const std::string& reference_arm) {
+  const pb::SweepSpec& spec = source.sweep.spec;
+  stats::ReportInput in;
+  in.sweep_id = source.sweep.id;
+  in.sweep_name = spec.name();
+  in.reference_arm = reference_arm.empty() ? contract::ReferenceArm(spec) : reference_arm;
+  for (const pb::ScaleSpec& s : spec.scales()) in.scales.push_back(contract::ScaleName(s));
+  in.arms.assign(spec.arms().begin(), spec.arms().end());
+  in.seeds.assign(spec.seeds().begin(), spec.seeds().end());
+  std::map<std::string, int64_t> control_stop;
+  for (const pb::ControlSpec& c : spec.controls()) {
+    in.controls.push_back({c.arm(), c.parent_arm(), c.stop_at_tokens()});
+    control_stop[c.arm()] = c.stop_at_tokens();
+  }
+
+  // The validation milestones: where the main jobs evaluate (controls stop on this schedule).
+  std::set<int64_t> milestones;
+  for (const JobRow& job : source.jobs) {
+    if (!job.spec.control_parent_arm().empty()) continue;
+    for (int64_t m : ExpectedMilestones(job.spec.run())) milestones.insert(m);
+  }
+  in.milestones.assign(milestones.begin(), milestones.end());
+
+  std::map<std::string, JobEvents> events = CollectEvents(source.events);
+  for (const JobRow& job : source.jobs) {
+    stats::RunResult r;
+    r.job_id = job.id;
+    r.scale = job.spec.scale();
+    r.arm = job.spec.arm();
+    r.seed = job.spec.seed();
+    r.state = std::string(JobStateName(job.state));
+    r.failure_reason = job.failure_reason;
+    r.control_parent_arm = job.spec.control_parent_arm();
+    if (!r.control_parent_arm.empty()) {
+      auto it = control_stop.find(r.arm);
+      r.control_stop_tokens = it != control_stop.end() ? it->second
+                                                       : job.spec.run().schedule().stop_at_tokens();
+    }
+    r.hardware_kind = HardwareKindLabel(job.worker_kind);
+    auto e = events.find(job.id);
+    if (e != events.end()) {
+      JobEvents& j = e->second;
+      r.milestones = std::move(j.milestones);
+      r.test_nll = j.test_nll;
+      // Cost from the latest attempt that trained: its median tokens/s, its largest peak
+      // memory and its hardware kind (from its INIT event; else the job's last worker's).
+      int attempt = -1;
+      if (!j.tokens_per_second.empty()) attempt = j.tokens_per_second.rbegin()->first;
+      if (attempt < 0 && !j.peak_memory_bytes.empty()) attempt = j.peak_memory_bytes.rbegin()->first;
+      if (attempt >= 0) {
+        auto tps = j.tokens_per_second.find(attempt);
+        if (tps != j.tokens_per_second.end()) r.tokens_per_second = Median(tps->second);
+        auto mem = j.peak_memory_bytes.find(attempt);
+        if (mem != j.peak_memory_bytes.end()) r.peak_memory_bytes = mem->second;
+        auto kind = j.hardware_kind.find(attempt);
+        if (kind != j.hardware_kind.end()) r.hardware_kind = HardwareKindLabel(kind->second);
+      }
+    }
+    in.runs.push_back(std::move(r));
+  }
+  return in;
+}
+
+pb::Report ReportToProto(const stats::ReportTables& t, int64_t now_us) {
   pb::Report report;
-  const pb::SweepSpec& spec = in.sweep.spec;
-  const std::string reference =
-      in.reference_arm.empty() ? contract::ReferenceArm(spec) : in.reference_arm;
-  report.set_sweep_id(in.sweep.id);
-  report.set_sweep_name(spec.name());
-  report.set_reference_arm(reference);
-  report.set_confidence_level(in.confidence_level);
-  report.set_bootstrap_resamples(in.bootstrap_resamples);
-  SetTimestamp(in.now_us, report.mutable_generate_time());
-
-  bool complete = !in.jobs.empty();
-  std::vector<std::string> scales;                                   // first-appearance order
-  std::map<std::tuple<std::string, uint64_t, std::string>, const JobRow*> by_cell;  // scale, seed, arm
-  std::map<std::string, std::set<uint64_t>> seeds_of_scale;
-  std::vector<ArmKey> arms;  // compared arms, in expansion order
-  for (const JobRow& j : in.jobs) {
-    if (!IsTerminal(j.state)) complete = false;
-    const pb::JobSpec& js = j.spec;
-    if (std::find(scales.begin(), scales.end(), js.scale()) == scales.end()) scales.push_back(js.scale());
-    by_cell[{js.scale(), js.seed(), js.arm()}] = &j;
-    seeds_of_scale[js.scale()].insert(js.seed());
-    const bool is_control = !js.control_parent_arm().empty();
-    if (!is_control && js.arm() == reference) continue;
-    ArmKey key{js.arm(), is_control ? js.control_parent_arm() : reference, is_control};
-    if (std::none_of(arms.begin(), arms.end(), [&](const ArmKey& k) { return k.arm == key.arm; })) {
-      arms.push_back(key);
-    }
+  report.set_sweep_id(t.sweep_id);
+  report.set_sweep_name(t.sweep_name);
+  report.set_reference_arm(t.reference_arm);
+  report.set_confidence_level(t.level);
+  report.set_bootstrap_resamples(t.bootstrap_resamples);
+  report.set_bootstrap_seed(t.bootstrap_seed);
+  report.set_complete(t.complete);
+  report.set_jobs_total(t.jobs_total);
+  report.set_jobs_ended(t.jobs_ended);
+  for (const stats::PairedRow& row : t.paired) FillRow(row, report.add_rows());
+  for (const stats::PairedRow& row : t.controls) FillRow(row, report.add_rows());
+  for (const stats::DepthRow& row : t.depth) FillJs(row, report.add_js_rows());
+  for (const stats::CostRow& row : t.cost) FillCost(row, report.add_cost_rows());
+  for (const stats::MissingEntry& m : t.missing) {
+    pb::MissingEntry* out = report.add_missing();
+    out->set_scale(m.scale);
+    out->set_seed(m.seed);
+    out->set_arm(m.arm);
+    out->set_milestone_tokens(m.milestone_tokens);
+    out->set_job_id(m.job_id);
+    out->set_job_state(JobStateOfLabel(m.job_state));
+    out->set_reason(m.reason);
+    out->set_split(m.split);
   }
-  report.set_complete(complete);
-
-  const NllTable nll = CollectNll(in.eval_events);
-  std::set<std::tuple<std::string, uint64_t, std::string, int64_t>> missing_seen;
-  auto add_missing = [&](const std::string& scale, uint64_t seed, const std::string& arm,
-                         int64_t milestone, const JobRow* job) {
-    if (!missing_seen.insert({scale, seed, arm, job == nullptr ? 0 : milestone}).second) return;
-    pb::MissingEntry* m = report.add_missing();
-    m->set_scale(scale);
-    m->set_seed(seed);
-    m->set_arm(arm);
-    if (job == nullptr) {
-      m->set_milestone_tokens(0);
-      m->set_reason("no such job in the sweep");
-      return;
-    }
-    m->set_milestone_tokens(milestone);
-    m->set_job_id(job->id);
-    m->set_job_state(ToProto(job->state));
-    m->set_reason(MissingReason(*job));
-  };
-  auto lookup = [&](const JobRow* job, int64_t milestone, double* out) {
-    if (job == nullptr) return false;
-    auto j = nll.find(job->id);
-    if (j == nll.end()) return false;
-    auto v = j->second.find(milestone);
-    if (v == j->second.end()) return false;
-    *out = v->second;
-    return true;
-  };
-
-  for (const std::string& scale : scales) {
-    const std::set<uint64_t>& seeds = seeds_of_scale[scale];
-    // (milestone, arm) cells: where each compared arm's jobs evaluate (expected or seen).
-    std::vector<std::pair<int64_t, size_t>> cells;
-    for (size_t ai = 0; ai < arms.size(); ++ai) {
-      std::set<int64_t> milestones;
-      for (uint64_t seed : seeds) {
-        auto it = by_cell.find({scale, seed, arms[ai].arm});
-        if (it == by_cell.end()) continue;
-        for (int64_t m : ExpectedMilestones(it->second->spec.run())) milestones.insert(m);
-        auto seen = nll.find(it->second->id);
-        if (seen != nll.end()) {
-          for (const auto& [m, v] : seen->second) milestones.insert(m);
-        }
-      }
-      for (int64_t m : milestones) cells.emplace_back(m, ai);
-    }
-    std::sort(cells.begin(), cells.end());
-    for (const auto& [milestone, ai] : cells) {
-      const ArmKey& arm = arms[ai];
-      pb::PairedRow* row = report.add_rows();
-      row->set_scale(scale);
-      row->set_milestone_tokens(milestone);
-      row->set_arm(arm.arm);
-      row->set_reference_arm(arm.parent);
-      row->set_is_control(arm.is_control);
-      double sum_ref = 0, sum_arm = 0, sum_delta = 0, sum_ppl = 0;
-      std::vector<double> deltas;
-      for (uint64_t seed : seeds) {
-        auto a_it = by_cell.find({scale, seed, arm.arm});
-        auto r_it = by_cell.find({scale, seed, arm.parent});
-        const JobRow* a = a_it == by_cell.end() ? nullptr : a_it->second;
-        const JobRow* r = r_it == by_cell.end() ? nullptr : r_it->second;
-        double va = 0, vr = 0;
-        const bool has_a = lookup(a, milestone, &va);
-        const bool has_r = lookup(r, milestone, &vr);
-        if (!has_a) add_missing(scale, seed, arm.arm, milestone, a);
-        if (!has_r) add_missing(scale, seed, arm.parent, milestone, r);
-        if (!has_a || !has_r) continue;
-        pb::SeedDelta* d = row->add_pairs();
-        d->set_seed(seed);
-        d->set_reference_nll(vr);
-        d->set_arm_nll(va);
-        d->set_delta_nll(va - vr);
-        d->set_ppl_change(std::expm1(va - vr));
-        d->set_reference_job_id(r->id);
-        d->set_arm_job_id(a->id);
-        sum_ref += vr;
-        sum_arm += va;
-        sum_delta += va - vr;
-        sum_ppl += std::expm1(va - vr);
-        deltas.push_back(va - vr);
-        if (va - vr < 0) row->set_wins(row->wins() + 1);
-        if (va - vr == 0) row->set_ties(row->ties() + 1);
-      }
-      const int n = static_cast<int>(deltas.size());
-      row->set_n(n);
-      if (n == 0) continue;
-      const double mean_delta = sum_delta / n;
-      row->set_mean_reference_nll(sum_ref / n);
-      row->set_mean_arm_nll(sum_arm / n);
-      row->set_mean_delta_nll(mean_delta);
-      row->set_ppl_change_of_mean_delta(std::expm1(mean_delta));
-      row->set_mean_ppl_change(sum_ppl / n);
-      if (n >= 2) {
-        double ss = 0;
-        for (double d : deltas) ss += (d - mean_delta) * (d - mean_delta);
-        row->set_sd_delta_nll(std::sqrt(ss / (n - 1)));
-      }
-    }
-  }
+  for (const std::string& n : t.notes) report.add_notes(n);
+  SetTimestamp(now_us, report.mutable_generate_time());
   return report;
+}
+
+pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOptions& options) {
+  const stats::ReportInput in = MakeStatsInput(source, options.reference_arm);
+  const stats::ReportTables tables =
+      stats::BuildTables(in, ReportBootstrapSeed(source.sweep.id), options.bootstrap_resamples,
+                         options.confidence_level);
+  pb::GetReportResponse resp;
+  *resp.mutable_report() = ReportToProto(tables, options.now_us);
+  if (options.omit_files) return resp;
+
+  auto wanted = [&](const char* format) {
+    return options.formats.empty() || options.formats.count(format) > 0;
+  };
+  if (wanted("md")) {
+    StatusOr<std::vector<pb::ReportFile>> plots = RenderPlots(tables, options);
+    std::string md;
+    if (plots.ok()) {
+      md = stats::RenderMarkdown(tables, "plots");
+    } else {
+      resp.set_warning("plots not drawn: " + plots.status().ToString());
+      md = stats::RenderMarkdown(tables, "");
+      md += "\n> Plots were not drawn: " + plots.status().ToString() + "\n";
+    }
+    AddFile(resp, "report.md", std::move(md), "text/markdown");
+    if (plots.ok()) {
+      for (pb::ReportFile& f : *plots) *resp.add_files() = std::move(f);
+    }
+  }
+  if (wanted("csv")) {
+    for (auto& [name, content] : stats::RenderCsv(tables)) {
+      AddFile(resp, name, std::move(content), "text/csv");
+    }
+  }
+  if (wanted("json")) AddFile(resp, "report.json", stats::RenderJson(tables), "application/json");
+  return resp;
 }
 
 }  // namespace rdattn::coordinator

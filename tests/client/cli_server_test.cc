@@ -5,6 +5,9 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -113,7 +116,34 @@ class FakeSweepService final : public pb::SweepService::Service {
       row->set_mean_delta_nll(-0.01);
       row->set_wins(2);
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_report_ = *req;
+    }
+    if (req->omit_files()) return grpc::Status::OK;
+    // Rendered files, as the coordinator returns them; the client keeps those of its --format.
+    auto file = [resp](const std::string& name, const std::string& content, const std::string& type) {
+      pb::ReportFile* f = resp->add_files();
+      f->set_name(name);
+      f->set_content(content);
+      f->set_media_type(type);
+    };
+    const std::string png("\x89PNG\r\n\x1a\nfake", 12);
+    file("report.md", "# Report sw1\n\nn = 2 of 2\n", "text/markdown");
+    file("plots/nll_vs_tokens.png", png, "image/png");
+    file("plots/delta_last_milestone.png", png, "image/png");
+    file("plots/js_by_layer.png", png, "image/png");
+    file("plots/nll_vs_tokens.gp", "plot\n", "text/plain");
+    file("paired.csv", "scale,arm\r\ntiny,rd\r\n", "text/csv");
+    file("missing.csv", "scale\r\n", "text/csv");
+    file("report.json", "{\"sweep_id\": \"sw1\"}\n", "application/json");
+    if (req->sweep_id() == "evil") file("../escape.md", "x", "text/markdown");
     return grpc::Status::OK;
+  }
+
+  pb::GetReportRequest last_report() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_report_;
   }
 
   std::vector<uint64_t> after_seqs() {
@@ -202,6 +232,7 @@ class FakeSweepService final : public pb::SweepService::Service {
   std::vector<std::string> request_ids_;
   bool had_deadline_ = false;
   int list_states_ = 0;
+  pb::GetReportRequest last_report_;
 };
 
 class CliServerTest : public ::testing::Test {
@@ -353,6 +384,71 @@ TEST_F(CliServerTest, CancelAndReport) {
   EXPECT_NE(r.out.find("90% intervals"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("250.0k"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("500.0k"), std::string::npos) << r.out;
+  EXPECT_TRUE(service_.last_report().omit_files());  // text: nothing rendered
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST_F(CliServerTest, ReportWritesFilesOfItsFormat) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("rdattn-report-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string out = (dir / "out").string();  // created by the command
+
+  const Result md = Run({"report", "sw1", "--format", "md", "--out", out, "--reference", "block",
+                         "--level", "0.9", "--resamples", "500"});
+  ASSERT_EQ(md.code, 0) << md.err;
+  const pb::GetReportRequest req = service_.last_report();
+  EXPECT_EQ(req.reference_arm(), "block");
+  EXPECT_DOUBLE_EQ(req.confidence_level(), 0.9);
+  EXPECT_EQ(req.bootstrap_resamples(), 500);
+  EXPECT_FALSE(req.omit_files());
+  ASSERT_EQ(req.formats_size(), 1);
+  EXPECT_EQ(req.formats(0), "md");
+  EXPECT_NE(md.out.find("report: " + out + "/report.md\n"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("plot: " + out + "/plots/js_by_layer.png\n"), std::string::npos) << md.out;
+  EXPECT_EQ(Slurp(out + "/report.md"), "# Report sw1\n\nn = 2 of 2\n");
+  for (const char* png : {"nll_vs_tokens.png", "delta_last_milestone.png", "js_by_layer.png"}) {
+    EXPECT_EQ(Slurp(out + "/plots/" + png).substr(0, 4), "\x89PNG") << png;
+  }
+  EXPECT_TRUE(fs::exists(out + "/plots/nll_vs_tokens.gp"));
+  EXPECT_FALSE(fs::exists(out + "/paired.csv"));  // not md's
+  EXPECT_FALSE(fs::exists(out + "/report.json"));
+  for (const auto& e : fs::recursive_directory_iterator(out)) {  // no temporary files left
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+
+  const Result csv = Run({"report", "sw1", "--format", "csv", "--out", out});
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_NE(csv.out.find("report: " + out + "/paired.csv\n"), std::string::npos) << csv.out;
+  EXPECT_EQ(Slurp(out + "/paired.csv"), "scale,arm\r\ntiny,rd\r\n");
+  EXPECT_TRUE(fs::exists(out + "/missing.csv"));
+
+  const Result json = Run({"report", "sw1", "--format", "json", "--out", out});
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(json.out, "report: " + out + "/report.json\n");
+  EXPECT_EQ(Slurp(out + "/report.json"), "{\"sweep_id\": \"sw1\"}\n");
+
+  // Without --out: md and json go to stdout; csv needs a folder; --out needs a file format.
+  const Result md_stdout = Run({"report", "sw1", "--format", "md"});
+  ASSERT_EQ(md_stdout.code, 0) << md_stdout.err;
+  EXPECT_EQ(md_stdout.out, "# Report sw1\n\nn = 2 of 2\n");
+  EXPECT_EQ(Run({"report", "sw1", "--format", "csv"}).code, 2);
+  EXPECT_EQ(Run({"report", "sw1", "--format", "text", "--out", out}).code, 2);
+  EXPECT_EQ(Run({"report", "sw1", "--format", "pdf"}).code, 2);
+  EXPECT_EQ(Run({"report", "sw1", "--resamples", "0"}).code, 2);
+
+  // A file name that would leave the folder is refused, and nothing is written.
+  const Result evil = Run({"report", "evil", "--format", "md", "--out", (dir / "evil").string()});
+  EXPECT_EQ(evil.code, 1);
+  EXPECT_NE(evil.err.find("unsafe name"), std::string::npos) << evil.err;
+  EXPECT_FALSE(fs::exists(dir / "escape.md"));
+  fs::remove_all(dir);
 }
 
 TEST_F(CliServerTest, ServerValidationErrorsExitTwo) {

@@ -1,11 +1,15 @@
-// BuildReport on hand-made store rows: pairing per seed, deltas, missing partners, controls.
+// BuildReport on hand-made store rows: pairing per seed, deltas, statistics, missing partners,
+// controls, depth routes, cost, and the rendered files (gnuplot PNGs included).
 #include "coordinator/report.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <regex>
 
 #include "proto/contract/contract.h"
+#include "tests/coordinator/test_util.h"
 
 namespace rdattn::coordinator {
 namespace {
@@ -36,36 +40,45 @@ pb::SweepSpec Spec() {
 }
 
 struct Built {
-  ReportInput in;
+  ReportSource src;
   int64_t seq = 0;
-  void Eval(const std::string& job, int64_t milestone, double nll) {
+  pb::MetricEvent& Add(const std::string& job, pb::MetricEvent::Kind kind, int attempt = 1) {
     EventRow e;
     e.seq = ++seq;
-    e.sweep_id = in.sweep.id;
+    e.sweep_id = src.sweep.id;
     e.job_id = job;
     e.kind = EventKind::kMetric;
-    e.metric_kind = pb::MetricEvent::KIND_EVAL;
+    e.attempt = attempt;
+    e.metric_kind = kind;
     pb::MetricEvent* m = e.event.mutable_metric_event();
-    m->set_kind(pb::MetricEvent::KIND_EVAL);
+    m->set_kind(kind);
     m->set_job_id(job);
-    m->set_milestone_tokens(milestone);
-    m->set_val_nll(nll);
-    in.eval_events.push_back(e);
+    m->set_attempt(attempt);
+    src.events.push_back(e);
+    return *src.events.back().event.mutable_metric_event();
+  }
+  void Eval(const std::string& job, int64_t milestone, double nll) {
+    pb::MetricEvent& m = Add(job, pb::MetricEvent::KIND_EVAL);
+    m.set_milestone_tokens(milestone);
+    m.set_val_nll(nll);
   }
   const JobRow& JobOf(uint64_t seed, const std::string& arm) const {
-    for (const JobRow& j : in.jobs) {
+    for (const JobRow& j : src.jobs) {
       if (j.spec.seed() == seed && j.spec.arm() == arm) return j;
     }
     ADD_FAILURE() << "no job " << seed << " " << arm;
-    return in.jobs.front();
+    return src.jobs.front();
+  }
+  JobRow& MutableJobOf(uint64_t seed, const std::string& arm) {
+    return const_cast<JobRow&>(JobOf(seed, arm));
   }
 };
 
 Built Make() {
   Built b;
-  b.in.sweep.id = "sw-r";
-  b.in.sweep.spec = Spec();
-  StatusOr<std::vector<pb::JobSpec>> jobs = contract::ExpandSweep(b.in.sweep.spec, "sw-r");
+  b.src.sweep.id = "sw-r";
+  b.src.sweep.spec = Spec();
+  StatusOr<std::vector<pb::JobSpec>> jobs = contract::ExpandSweep(b.src.sweep.spec, "sw-r");
   EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
   for (const pb::JobSpec& js : *jobs) {
     JobRow j;
@@ -73,9 +86,35 @@ Built Make() {
     j.sweep_id = "sw-r";
     j.spec = js;
     j.state = JobState::kSucceeded;
-    b.in.jobs.push_back(j);
+    b.src.jobs.push_back(j);
   }
   return b;
+}
+
+ReportOptions NoFiles() {
+  ReportOptions o;
+  o.omit_files = true;
+  return o;
+}
+
+const pb::PairedRow* FindRow(const pb::Report& r, const std::string& arm, int64_t milestone,
+                             const std::string& kind = "main") {
+  for (const pb::PairedRow& row : r.rows()) {
+    if (row.arm() == arm && row.milestone_tokens() == milestone && row.kind() == kind) return &row;
+  }
+  ADD_FAILURE() << "no row " << arm << " @ " << milestone << " " << kind;
+  return nullptr;
+}
+
+const pb::ReportFile* FindFile(const pb::GetReportResponse& resp, const std::string& name) {
+  for (const pb::ReportFile& f : resp.files()) {
+    if (f.name() == name) return &f;
+  }
+  return nullptr;
+}
+
+bool IsPng(const std::string& bytes) {
+  return bytes.size() > 8 && bytes.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0;
 }
 
 TEST(ReportTest, ExpectedMilestones) {
@@ -83,6 +122,17 @@ TEST(ReportTest, ExpectedMilestones) {
   EXPECT_EQ(ExpectedMilestones(b.JobOf(1, "rd").spec.run()), (std::vector<int64_t>{6144, 12288}));
   EXPECT_EQ(ExpectedMilestones(b.JobOf(1, "tied").spec.run()), (std::vector<int64_t>{6144}));
   EXPECT_TRUE(ExpectedMilestones(pb::RunSpec()).empty());
+}
+
+TEST(ReportTest, BootstrapSeedIsFnv1aOfTheSweepId) {
+  EXPECT_EQ(ReportBootstrapSeed(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(ReportBootstrapSeed("a"), 0xaf63dc4c8601ec8cULL);
+  Built b = Make();
+  pb::GetReportResponse resp = BuildReport(b.src, NoFiles());
+  EXPECT_EQ(resp.report().bootstrap_seed(), ReportBootstrapSeed("sw-r"));
+  EXPECT_EQ(resp.report().bootstrap_resamples(), 10000);
+  EXPECT_DOUBLE_EQ(resp.report().confidence_level(), 0.95);
+  EXPECT_EQ(resp.files_size(), 0);
 }
 
 TEST(ReportTest, PairsPerSeedAndListsMissingPartners) {
@@ -99,66 +149,245 @@ TEST(ReportTest, PairsPerSeedAndListsMissingPartners) {
       b.Eval(b.JobOf(seed, "rd").id, 12288, 3.0 + d);
     }
   }
-  b.in.jobs[0].state = JobState::kSucceeded;
-  for (JobRow& j : b.in.jobs) {
-    if (j.spec.seed() == 3 && j.spec.arm() == "rd") {
-      j.state = JobState::kFailed;
-      j.failure_reason = "exit code 1";
-    }
-  }
-  pb::Report r = BuildReport(b.in);
+  JobRow& failed = b.MutableJobOf(3, "rd");
+  failed.state = JobState::kFailed;
+  failed.failure_reason = "exit code 1";
+  pb::Report r = BuildReport(b.src, NoFiles()).report();
   EXPECT_EQ(r.reference_arm(), "block");
   EXPECT_TRUE(r.complete());
-  // Rows ordered by scale, milestone, arm: (6144 rd), (6144 tied), (12288 rd).
-  ASSERT_EQ(r.rows_size(), 3);
-  EXPECT_EQ(r.rows(0).milestone_tokens(), 6144);
-  EXPECT_EQ(r.rows(0).arm(), "rd");
-  EXPECT_EQ(r.rows(1).arm(), "tied");
-  EXPECT_TRUE(r.rows(1).is_control());
-  EXPECT_EQ(r.rows(1).reference_arm(), "rd");
-  EXPECT_EQ(r.rows(2).milestone_tokens(), 12288);
+  EXPECT_EQ(r.jobs_total(), 9);
+  EXPECT_EQ(r.jobs_ended(), 9);
 
-  const pb::PairedRow& at6k = r.rows(0);
-  EXPECT_EQ(at6k.n(), 3);
-  EXPECT_NEAR(at6k.pairs(0).delta_nll(), -0.1, 1e-12);  // not 9.9 - 4.0
-  EXPECT_NEAR(at6k.mean_delta_nll(), -0.2, 1e-12);
-  EXPECT_NEAR(at6k.sd_delta_nll(), 0.1, 1e-12);
-  EXPECT_EQ(at6k.wins(), 3);
-  EXPECT_NEAR(at6k.ppl_change_of_mean_delta(), std::expm1(-0.2), 1e-12);
+  const pb::PairedRow* at6k = FindRow(r, "rd", 6144);
+  ASSERT_NE(at6k, nullptr);
+  EXPECT_FALSE(at6k->is_control());
+  EXPECT_EQ(at6k->split(), "val");
+  EXPECT_EQ(at6k->n(), 3);
+  EXPECT_EQ(at6k->n_expected(), 3);
+  EXPECT_NEAR(at6k->pairs(0).delta_nll(), -0.1, 1e-12);  // not 9.9 - 4.0
+  EXPECT_NEAR(at6k->mean_delta_nll(), -0.2, 1e-12);
+  EXPECT_NEAR(at6k->sd_delta_nll(), 0.1, 1e-12);
+  EXPECT_EQ(at6k->wins(), 3);
+  EXPECT_EQ(at6k->losses(), 0);
+  EXPECT_DOUBLE_EQ(at6k->sign_test_p(), 0.25);  // 3 of 3: 2 * (1/2)^3
+  // t: mean -0.2, se 0.1/sqrt(3), df 2; t_{0.975,2} = 4.302652729749464.
+  EXPECT_NEAR(at6k->t_critical(), 4.302652729749464, 1e-12);
+  EXPECT_NEAR(at6k->t_ci_low(), -0.2 - 4.302652729749464 * 0.1 / std::sqrt(3.0), 1e-12);
+  EXPECT_NEAR(at6k->t_ci_high(), -0.2 + 4.302652729749464 * 0.1 / std::sqrt(3.0), 1e-12);
+  EXPECT_NEAR(at6k->t_statistic(), -0.2 / (0.1 / std::sqrt(3.0)), 1e-9);
+  // Two-sided p of |t| = 2*sqrt(3) with df 2: 1 - |t| / sqrt(2 + t^2) = 1 - sqrt(12/14).
+  EXPECT_NEAR(at6k->t_test_p(), 1 - std::sqrt(12.0 / 14.0), 1e-12);
+  // The bootstrap interval lies within the range of the deltas.
+  EXPECT_GE(at6k->bootstrap_ci_low(), -0.3 - 1e-12);
+  EXPECT_LE(at6k->bootstrap_ci_high(), -0.1 + 1e-12);
+  EXPECT_LT(at6k->bootstrap_ci_low(), at6k->bootstrap_ci_high());
+  EXPECT_NEAR(at6k->ppl_change_of_mean_delta(), std::expm1(-0.2), 1e-12);
+  EXPECT_NEAR(at6k->mean_ppl_change(),
+              (std::expm1(-0.1) + std::expm1(-0.2) + std::expm1(-0.3)) / 3, 1e-12);
+  EXPECT_NEAR(at6k->pairs(2).ppl_change(), std::expm1(-0.3), 1e-12);
 
-  const pb::PairedRow& control = r.rows(1);
-  EXPECT_EQ(control.n(), 3);
-  EXPECT_EQ(control.wins(), 0);
-  // tied vs its parent rd: +0.05 for every seed.
-  EXPECT_NEAR(control.mean_delta_nll(), 0.05, 1e-12);
-  EXPECT_NEAR(control.pairs(1).delta_nll(), 0.05, 1e-12);
+  // tied vs its parent rd: +0.05 for every seed; and vs the reference block.
+  const pb::PairedRow* control = FindRow(r, "tied", 6144, "control_vs_parent");
+  ASSERT_NE(control, nullptr);
+  EXPECT_TRUE(control->is_control());
+  EXPECT_EQ(control->reference_arm(), "rd");
+  EXPECT_EQ(control->n(), 3);
+  EXPECT_EQ(control->wins(), 0);
+  EXPECT_EQ(control->losses(), 3);
+  EXPECT_NEAR(control->mean_delta_nll(), 0.05, 1e-12);
+  EXPECT_NEAR(control->pairs(1).delta_nll(), 0.05, 1e-12);
+  const pb::PairedRow* control_ref = FindRow(r, "tied", 6144, "control_vs_reference");
+  ASSERT_NE(control_ref, nullptr);
+  EXPECT_EQ(control_ref->reference_arm(), "block");
 
-  const pb::PairedRow& at12k = r.rows(2);
-  EXPECT_EQ(at12k.n(), 2);  // seed 3 has no pair at 12288
-  ASSERT_EQ(r.missing_size(), 2);
+  // Seed 3 has no pair at 12288: listed in the row (n 2 of 3) and in missing, never dropped.
+  const pb::PairedRow* at12k = FindRow(r, "rd", 12288);
+  ASSERT_NE(at12k, nullptr);
+  EXPECT_EQ(at12k->n(), 2);
+  EXPECT_EQ(at12k->n_expected(), 3);
+  ASSERT_EQ(at12k->pairs_size(), 3);
+  EXPECT_FALSE(at12k->pairs(2).complete());
+  EXPECT_TRUE(std::isnan(at12k->pairs(2).delta_nll()));
+  EXPECT_FALSE(at12k->pairs(2).missing_reason().empty());
+  EXPECT_TRUE(at12k->pairs(1).complete());
+  bool rd_missing = false;
   for (const pb::MissingEntry& m : r.missing()) {
-    EXPECT_EQ(m.seed(), 3u);
-    EXPECT_EQ(m.milestone_tokens(), 12288);
-    if (m.arm() == "rd") {
+    EXPECT_EQ(m.seed(), 3u) << m.reason();
+    if (m.arm() == "rd" && m.milestone_tokens() == 12288) {
+      rd_missing = true;
       EXPECT_EQ(m.job_state(), pb::JOB_STATE_FAILED);
-      EXPECT_NE(m.reason().find("exit code 1"), std::string::npos);
-    } else {
-      EXPECT_EQ(m.arm(), "block");
-      EXPECT_EQ(m.job_state(), pb::JOB_STATE_SUCCEEDED);
+      EXPECT_NE(m.reason().find("exit code 1"), std::string::npos) << m.reason();
     }
   }
+  EXPECT_TRUE(rd_missing);
 }
 
 TEST(ReportTest, IncompleteWhileJobsRun) {
   Built b = Make();
-  b.in.jobs[1].state = JobState::kRunning;
-  pb::Report r = BuildReport(b.in);
+  b.src.jobs[1].state = JobState::kRunning;
+  pb::Report r = BuildReport(b.src, NoFiles()).report();
   EXPECT_FALSE(r.complete());
-  for (const pb::PairedRow& row : r.rows()) EXPECT_EQ(row.n(), 0);
+  for (const pb::PairedRow& row : r.rows()) {
+    EXPECT_EQ(row.n(), 0);
+    EXPECT_TRUE(std::isnan(row.mean_delta_nll()));
+    EXPECT_TRUE(std::isnan(row.t_ci_low()));
+  }
   EXPECT_GT(r.missing_size(), 0);
-  bool not_reached = false;
-  for (const pb::MissingEntry& m : r.missing()) not_reached = not_reached || m.reason() == "not reached yet";
-  EXPECT_TRUE(not_reached);
+}
+
+// A stored sweep with evaluations, training steps and end-of-run events: the full report and
+// its rendered files (report.md, the CSVs, report.json and three PNGs drawn by gnuplot).
+Built Finished() {
+  Built b = Make();
+  const double deltas[] = {-0.03, -0.01, 0.02};
+  for (uint64_t seed : {1, 2, 3}) {
+    const double d = deltas[seed - 1];
+    for (const std::string arm : {"block", "rd", "tied"}) {
+      const std::string id = b.JobOf(seed, arm).id;
+      b.MutableJobOf(seed, arm).worker_kind = HardwareKind::kCpu;
+      pb::MetricEvent& init = b.Add(id, pb::MetricEvent::KIND_INIT);
+      init.set_hardware_kind(pb::HARDWARE_KIND_CPU);
+      const double tps = arm == "block" ? 1000 : 800;
+      for (int s = 1; s <= 3; ++s) {
+        pb::MetricEvent& step = b.Add(id, pb::MetricEvent::KIND_TRAIN_STEP);
+        step.set_step(s);
+        step.set_tokens_per_second(tps + (s == 2 ? 100 : 0));  // median: tps
+        step.set_peak_memory_bytes(arm == "block" ? 1000 * s : 1500 * s);
+      }
+      for (int64_t milestone : {int64_t{6144}, int64_t{12288}}) {
+        if (arm == "tied" && milestone == 12288) continue;
+        const double base = milestone == 6144 ? 4.0 : 3.0;
+        pb::MetricEvent& e = b.Add(id, pb::MetricEvent::KIND_EVAL);
+        e.set_milestone_tokens(milestone);
+        e.set_val_nll(arm == "block" ? base : base + d + (arm == "tied" ? 0.01 : 0));
+        if (arm != "block") {
+          for (double js : {0.0, 0.2, 0.3}) {
+            e.add_js_nats(js);
+            e.add_js_bits(js / std::log(2.0));
+            e.add_js_sqrt(std::sqrt(js));
+            e.add_route_entropy_qk_nats(0.5);
+            e.add_route_entropy_v_nats(0.6);
+          }
+        }
+      }
+      pb::MetricEvent& fin = b.Add(id, pb::MetricEvent::KIND_FINISHED);
+      fin.set_test_nll(arm == "block" ? 3.5 : 3.5 + d);
+      fin.set_eval_tokens(1024);
+    }
+  }
+  return b;
+}
+
+TEST(ReportTest, FullReportWithRenderedFiles) {
+  testing::TempDir tmp;
+  Built b = Finished();
+  ReportOptions options;
+  options.temp_parent = tmp.File("");
+  options.bootstrap_resamples = 2000;
+  options.now_us = 1700000000000000;
+  pb::GetReportResponse resp = BuildReport(b.src, options);
+  const pb::Report& r = resp.report();
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(r.bootstrap_resamples(), 2000);
+  EXPECT_EQ(r.generate_time().seconds(), 1700000000);
+
+  const pb::PairedRow* last = FindRow(r, "rd", 12288);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->n(), 3);
+  EXPECT_NEAR(last->mean_delta_nll(), (-0.03 - 0.01 + 0.02) / 3, 1e-12);
+  EXPECT_EQ(last->wins(), 2);
+  EXPECT_EQ(last->losses(), 1);
+  EXPECT_DOUBLE_EQ(last->sign_test_p(), 1.0);
+  EXPECT_FALSE(std::isnan(last->bootstrap_ci_low()));
+  EXPECT_FALSE(std::isnan(last->t_test_p()));
+  // The test split: FINISHED test NLLs, paired the same way.
+  const pb::PairedRow* test = nullptr;
+  for (const pb::PairedRow& row : r.rows()) {
+    if (row.split() == "test" && row.arm() == "rd") test = &row;
+  }
+  ASSERT_NE(test, nullptr);
+  EXPECT_EQ(test->n(), 3);
+  EXPECT_EQ(test->milestone_tokens(), 0);
+
+  // Depth routes: rd at its last milestone, JS by layer and the headline means.
+  const pb::JsRow* js = nullptr;
+  for (const pb::JsRow& row : r.js_rows()) {
+    if (row.arm() == "rd" && row.milestone_tokens() == 12288) js = &row;
+  }
+  ASSERT_NE(js, nullptr);
+  EXPECT_TRUE(js->has_js());
+  EXPECT_EQ(js->n(), 3);
+  ASSERT_EQ(js->mean_js_nats_by_layer_size(), 3);
+  EXPECT_NEAR(js->mean_js_nats_by_layer(2), 0.3, 1e-12);
+  EXPECT_NEAR(js->mean_js_nats(), 0.5 / 3, 1e-12);
+  EXPECT_NEAR(js->mean_js_multi_source_nats(), 0.25, 1e-12);
+
+  // Cost: rd against block on CPU, median tokens/s 800 vs 1000, peak memory 4500 vs 3000.
+  const pb::CostRow* cost = nullptr;
+  for (const pb::CostRow& row : r.cost_rows()) {
+    if (row.arm() == "rd") cost = &row;
+  }
+  ASSERT_NE(cost, nullptr);
+  EXPECT_EQ(cost->hardware_kind(), pb::HARDWARE_KIND_CPU);
+  EXPECT_EQ(cost->n(), 3);
+  EXPECT_NEAR(cost->tokens_per_second_ratio(), 0.8, 1e-12);
+  EXPECT_NEAR(cost->peak_memory_ratio(), 1.5, 1e-12);
+  EXPECT_EQ(cost->peak_memory_bytes(), 4500);
+  EXPECT_EQ(cost->reference_peak_memory_bytes(), 3000);
+
+  // The files: report.md first, its three PNGs, the CSVs and report.json.
+  EXPECT_TRUE(resp.warning().empty()) << resp.warning();
+  ASSERT_GT(resp.files_size(), 0);
+  EXPECT_EQ(resp.files(0).name(), "report.md");
+  const pb::ReportFile* md = FindFile(resp, "report.md");
+  ASSERT_NE(md, nullptr);
+  EXPECT_EQ(md->media_type(), "text/markdown");
+  EXPECT_NE(md->content().find("plots/nll_vs_tokens.png"), std::string::npos);
+  EXPECT_NE(md->content().find("n"), std::string::npos);
+  for (const char* png : {"plots/nll_vs_tokens.png", "plots/delta_last_milestone.png",
+                          "plots/js_by_layer.png"}) {
+    const pb::ReportFile* f = FindFile(resp, png);
+    ASSERT_NE(f, nullptr) << png;
+    EXPECT_EQ(f->media_type(), "image/png");
+    EXPECT_TRUE(IsPng(f->content())) << png;
+  }
+  for (const char* csv : {"nll.csv", "paired.csv", "paired_seeds.csv", "controls.csv",
+                          "depth.csv", "depth_layers.csv", "cost.csv", "missing.csv"}) {
+    const pb::ReportFile* f = FindFile(resp, csv);
+    ASSERT_NE(f, nullptr) << csv;
+    EXPECT_EQ(f->media_type(), "text/csv");
+  }
+  const pb::ReportFile* json = FindFile(resp, "report.json");
+  ASSERT_NE(json, nullptr);
+  EXPECT_NE(json->content().find("\"sweep_id\""), std::string::npos);
+  for (const pb::ReportFile& f : resp.files()) {
+    EXPECT_TRUE(std::regex_match(f.name(), std::regex("(plots/)?[A-Za-z0-9._-]+"))) << f.name();
+  }
+  // The temporary plot folder is gone.
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.File(""))) << tmp.File("");
+
+  // Only the formats asked for.
+  options.formats = {"json"};
+  pb::GetReportResponse only_json = BuildReport(b.src, options);
+  ASSERT_EQ(only_json.files_size(), 1);
+  EXPECT_EQ(only_json.files(0).name(), "report.json");
+}
+
+TEST(ReportTest, WithoutGnuplotTheMarkdownSaysWhy) {
+  testing::TempDir tmp;
+  Built b = Finished();
+  ReportOptions options;
+  options.temp_parent = tmp.File("");
+  options.bootstrap_resamples = 100;
+  options.formats = {"md"};
+  options.gnuplot_binary = "rdattn-no-such-gnuplot";
+  pb::GetReportResponse resp = BuildReport(b.src, options);
+  EXPECT_NE(resp.warning().find("plots not drawn"), std::string::npos) << resp.warning();
+  ASSERT_EQ(resp.files_size(), 1);
+  EXPECT_EQ(resp.files(0).name(), "report.md");
+  EXPECT_NE(resp.files(0).content().find("Plots were not drawn"), std::string::npos);
+  EXPECT_EQ(resp.report().rows_size() > 0, true);
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.File("")));
 }
 
 }  // namespace

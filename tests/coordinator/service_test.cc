@@ -9,6 +9,8 @@
 #include <chrono>
 #include <future>
 #include <regex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "coordinator/auth.h"
@@ -468,6 +470,35 @@ TEST(ServiceTest, LeaseReportCompleteWatchAndReport) {
   ASSERT_EQ(last.pairs_size(), 2);
   EXPECT_EQ(last.pairs(0).seed(), 1u);
   EXPECT_NEAR(last.pairs(0).delta_nll(), -0.1, 1e-12);
+  // The rendered files come along: report.md, three PNGs drawn by gnuplot, CSVs, report.json.
+  std::set<std::string> names;
+  for (const pb::ReportFile& f : rresp.files()) {
+    names.insert(f.name());
+    if (f.media_type() == "image/png") {
+      EXPECT_EQ(f.content().substr(0, 4), "\x89PNG") << f.name();
+    }
+  }
+  EXPECT_TRUE(rresp.warning().empty()) << rresp.warning();
+  for (const char* name : {"report.md", "plots/nll_vs_tokens.png", "plots/delta_last_milestone.png",
+                           "plots/js_by_layer.png", "paired.csv", "report.json"}) {
+    EXPECT_TRUE(names.count(name)) << name;
+  }
+  // A bad request is INVALID_ARGUMENT; omit_files returns the Report alone.
+  pb::GetReportRequest bad = rreq;
+  bad.add_formats("pdf");
+  pb::GetReportResponse bad_resp;
+  EXPECT_EQ(h.sweeps().GetReport(Harness::Ctx().get(), bad, &bad_resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  bad = rreq;
+  bad.set_reference_arm("nope");
+  EXPECT_EQ(h.sweeps().GetReport(Harness::Ctx().get(), bad, &bad_resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  pb::GetReportRequest plain = rreq;
+  plain.set_omit_files(true);
+  pb::GetReportResponse plain_resp;
+  ASSERT_TRUE(h.sweeps().GetReport(Harness::Ctx().get(), plain, &plain_resp).ok());
+  EXPECT_EQ(plain_resp.files_size(), 0);
+  EXPECT_EQ(plain_resp.report().rows_size(), 2);
 }
 
 TEST(ServiceTest, ProgressForUnknownLeaseIsAborted) {

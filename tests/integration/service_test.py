@@ -8,7 +8,8 @@ watched with the rdattn client. The checks go through an independent Python gRPC
   - every job reaches SUCCEEDED, and so does the sweep;
   - in each pair group the initial-parameter checksums are equal, and so is the data order;
   - `rdattn watch` ended with the sweep, and the event stream holds every job's events in order;
-  - the report lists 2 pairs.
+  - the report lists 2 pairs, and `rdattn report --format md|csv|json --out DIR` writes report.md
+    with 3 PNG plots (gnuplot on the coordinator), the CSV files and report.json.
 Ports are chosen by the OS. Every process is stopped at the end, pass or fail.
 """
 import argparse
@@ -169,6 +170,40 @@ max_attempts: 2
         text = subprocess.run([client, "--coordinator", addr, "report", sid], capture_output=True, text=True, timeout=60)
         check(text.returncode == 0 and "rd" in text.stdout, "rdattn report prints the table")
         print(text.stdout)
+
+        # The files of the report: report.md with 3 PNG plots, the CSVs, report.json.
+        out = os.path.join(tmp, "report")
+        md = subprocess.run([client, "--coordinator", addr, "report", sid, "--format", "md", "--out", out],
+                            capture_output=True, text=True, timeout=120)
+        check(md.returncode == 0, "rdattn report --format md: %s %s" % (md.stdout.strip(), md.stderr.strip()))
+        report_md = os.path.join(out, "report.md")
+        check(("report: %s" % report_md) in md.stdout, "rdattn report names the file it wrote")
+        with open(report_md) as f:
+            text_md = f.read()
+        check(re.search(r"\bn\b", text_md) is not None and "rd" in text_md, "report.md exists and prints n")
+        pngs = sorted(n for n in os.listdir(os.path.join(out, "plots")) if n.endswith(".png"))
+        check(pngs == ["delta_last_milestone.png", "js_by_layer.png", "nll_vs_tokens.png"], "3 plots: %s" % pngs)
+        for n in pngs:
+            with open(os.path.join(out, "plots", n), "rb") as f:
+                check(f.read(8) == b"\x89PNG\r\n\x1a\n", "plots/%s is a PNG" % n)
+            check("plots/" + n in text_md, "report.md embeds plots/%s" % n)
+        csv = subprocess.run([client, "--coordinator", addr, "report", sid, "--format", "csv", "--out", out],
+                             capture_output=True, text=True, timeout=120)
+        check(csv.returncode == 0 and os.path.exists(os.path.join(out, "paired.csv")), "rdattn report --format csv writes paired.csv")
+        with open(os.path.join(out, "paired.csv"), newline="") as f:
+            import csv as csvmod
+            paired = list(csvmod.DictReader(f))
+        last = [r for r in paired if r.get("arm") == "rd" and r.get("milestone_tokens") == "12288"]
+        check(len(last) == 1 and last[0].get("n") == "2", "paired.csv: rd vs block at 12288 over n = 2 seeds")
+        js = subprocess.run([client, "--coordinator", addr, "report", sid, "--format", "json", "--out", out],
+                            capture_output=True, text=True, timeout=120)
+        check(js.returncode == 0, "rdattn report --format json")
+        import json
+        with open(os.path.join(out, "report.json")) as f:
+            doc = json.load(f)
+        check(doc.get("sweep_id") == sid and doc.get("reference_arm") == "block", "report.json parses and names the sweep")
+        rows = [r for r in doc.get("paired", []) if r.get("arm") == "rd" and r.get("milestone_tokens") == 12288]
+        check(len(rows) == 1 and rows[0]["summary"]["n"] == 2, "report.json: rd vs block at 12288, n = 2")
     finally:
         stop_all()
     print("1 passed, 0 failed")
