@@ -17,7 +17,7 @@
 #include "client/cli_args.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
-#include "client/sha256.h"
+#include "common/sha256.h"
 #include "client/watch.h"
 #include "proto/contract/contract.h"
 

@@ -9,7 +9,7 @@
 
 #include "tests/data/test_util.h"
 #include "worker/data/prepare.h"
-#include "worker/data/sha256.h"
+#include "common/sha256.h"
 #include "worker/data/shard.h"
 #include "worker/data/split.h"
 #include "worker/data/tokenizer.h"

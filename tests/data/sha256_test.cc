@@ -1,4 +1,4 @@
-#include "worker/data/sha256.h"
+#include "common/sha256.h"
 
 #include <gtest/gtest.h>
 

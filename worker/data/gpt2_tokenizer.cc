@@ -10,7 +10,7 @@
 #include <queue>
 #include <sstream>
 
-#include "worker/data/sha256.h"
+#include "common/sha256.h"
 
 namespace rdattn::data {
 

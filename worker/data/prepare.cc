@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "worker/data/input.h"
-#include "worker/data/sha256.h"
+#include "common/sha256.h"
 #include "worker/data/shard.h"
 
 namespace rdattn::data {

@@ -1,6 +1,6 @@
 #include "worker/data/split.h"
 
-#include "worker/data/sha256.h"
+#include "common/sha256.h"
 
 namespace rdattn::data {
 

@@ -1,4 +1,4 @@
-#include "worker/data/sha256.h"
+#include "common/sha256.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <memory>
 
-namespace rdattn::data {
+namespace rdattn {
 namespace {
 
 constexpr uint32_t kK[64] = {
@@ -151,4 +151,4 @@ StatusOr<std::string> Sha256HexOfFile(const std::string& path) {
   return h.FinishHex();
 }
 
-}  // namespace rdattn::data
+}  // namespace rdattn

@@ -1,5 +1,6 @@
 // SHA-256 (FIPS 180-4), implemented here so the trainer core needs no crypto library.
-// Used for tokenizer-file pinning, input digests in shard manifests and the document split.
+// Used for tokenizer-file pinning, input digests in shard manifests, the document split, and
+// the client's idempotent request ids.
 #pragma once
 
 #include <array>
@@ -10,7 +11,7 @@
 
 #include "common/status.h"
 
-namespace rdattn::data {
+namespace rdattn {
 
 using Sha256Digest = std::array<uint8_t, 32>;
 
@@ -42,4 +43,4 @@ std::string DigestHex(const Sha256Digest& d);
 // The digest of a file's bytes, read in binary mode in chunks. Errors name the file.
 StatusOr<std::string> Sha256HexOfFile(const std::string& path);
 
-}  // namespace rdattn::data
+}  // namespace rdattn
