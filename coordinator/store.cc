@@ -136,6 +136,19 @@ Status ParseBlob(const std::string& bytes, Message* out, const std::string& what
   return Status::Ok();
 }
 
+// Steps through every row of `s`, reading each with `read` (which returns StatusOr<Row>).
+template <typename Row, typename Read>
+StatusOr<std::vector<Row>> ReadAll(SqliteStmt& s, Read read) {
+  std::vector<Row> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(Row r, read(s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 StatusOr<SweepRow> ReadSweep(SqliteStmt& s) {
   SweepRow r;
   r.seq = s.Int(0);
@@ -306,14 +319,7 @@ StatusOr<std::vector<SweepRow>> Store::ListSweeps(const SweepFilter& filter) {
                    " FROM sweeps WHERE (?1 = 0 OR seq < ?1) AND (?2 = '' OR owner = ?2) "
                    "AND (?3 = 0 OR ((?3 >> state) & 1) = 1) ORDER BY seq DESC LIMIT ?4"));
   s.Bind(1, filter.before_seq).Bind(2, filter.owner).Bind(3, state_mask).Bind(4, filter.limit);
-  std::vector<SweepRow> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(SweepRow r, ReadSweep(s));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return ReadAll<SweepRow>(s, ReadSweep);
 }
 
 // --- jobs ----------------------------------------------------------------------------------
@@ -397,14 +403,7 @@ StatusOr<std::vector<JobRow>> Store::QueryJobs(const std::string& where, const s
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kJobColumns +
                                                       " FROM jobs WHERE " + where + " ORDER BY seq"));
   s.Bind(1, arg).Bind(2, int_arg);
-  std::vector<JobRow> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(JobRow r, ReadJob(s));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return ReadAll<JobRow>(s, [this](SqliteStmt& st) { return ReadJob(st); });
 }
 
 StatusOr<JobRow> Store::GetJob(const std::string& id) {
@@ -586,14 +585,7 @@ StatusOr<std::vector<EventRow>> Store::ReadEvents(const std::string& sweep_id, i
       SqliteStmt s, db_->Prepare(std::string("SELECT ") + kEventColumns +
                                  " FROM events WHERE sweep_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"));
   s.Bind(1, sweep_id).Bind(2, after_seq).Bind(3, limit);
-  std::vector<EventRow> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(EventRow r, ReadEvent(s));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return ReadAll<EventRow>(s, ReadEvent);
 }
 
 StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep_id, int metric_kind) {
@@ -602,14 +594,7 @@ StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep
                                  " FROM events WHERE sweep_id = ?1 AND kind = ?2 AND metric_kind = ?3 "
                                  "ORDER BY seq"));
   s.Bind(1, sweep_id).Bind(2, static_cast<int>(EventKind::kMetric)).Bind(3, metric_kind);
-  std::vector<EventRow> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(EventRow r, ReadEvent(s));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return ReadAll<EventRow>(s, ReadEvent);
 }
 
 StatusOr<int64_t> Store::LastEventSeq() {
