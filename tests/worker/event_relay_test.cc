@@ -9,7 +9,9 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "tests/worker/fake_coordinator.h"
 
@@ -140,11 +142,30 @@ TEST(EventRelayTest, SkipsBadLinesAndOldSeqs) {
   CoordinatorClient client = Client(fake);
   const std::string path = TempDir() + "/events.jsonl";
   Append(path, Line(1, "KIND_INIT") + "not json\n" + Line(1, "KIND_INIT") + Line(2, "KIND_FINISHED"));
-  EventRelay relay(RelayOptions(path), &client);
+  // The metrics hooks see each accepted event once, ids filled in, and each bad line.
+  std::mutex mu;
+  std::vector<rdattn::v1::MetricEvent> seen;
+  int parse_errors = 0;
+  EventRelay::Options options = RelayOptions(path);
+  options.on_event = [&](const rdattn::v1::MetricEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(e);
+  };
+  options.on_parse_error = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ++parse_errors;
+  };
+  EventRelay relay(options, &client);
   relay.Start();
   ASSERT_TRUE(relay.Drain(std::chrono::steady_clock::now() + milliseconds(5000)).ok());
   EXPECT_EQ(fake.stored_events().size(), 2u);
   EXPECT_EQ(relay.progress().bad_lines, 1);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(parse_errors, 1);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].kind(), rdattn::v1::MetricEvent::KIND_INIT);
+  EXPECT_EQ(seen[1].kind(), rdattn::v1::MetricEvent::KIND_FINISHED);
+  EXPECT_EQ(seen[1].job_id(), "sw/S/s1/rd");
 }
 
 TEST(EventRelayTest, DrainGivesUpWhenTheCoordinatorRefuses) {

@@ -129,31 +129,38 @@ void EventRelay::ReadEvents(bool flush) {
   if (!read.ok()) LogWarning(options_.job_id + ": events: " + read.ToString());
   for (const std::string& line : lines) {
     StatusOr<pb::MetricEvent> parsed = ParseEventLine(line);
-    std::lock_guard<std::mutex> lock(mu_);
     if (!parsed.ok()) {
-      ++progress_.bad_lines;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++progress_.bad_lines;
+      }
       LogWarning(options_.job_id + ": skipping an event line (" + parsed.status().message() +
                  "): " + line.substr(0, 200));
+      if (options_.on_parse_error) options_.on_parse_error();
       continue;
     }
     pb::MetricEvent& event = *parsed;
-    if (event.job_id().empty()) event.set_job_id(options_.job_id);
-    if (event.run_id().empty()) event.set_run_id(options_.run_id);
-    if (event.attempt() == 0) event.set_attempt(options_.attempt);
-    if (event.seq() == 0) event.set_seq(progress_.last_seq + 1);
-    if (event.seq() <= progress_.last_seq) {
-      LogWarning(options_.job_id + ": skipping event seq " + std::to_string(event.seq()) +
-                 " (not above " + std::to_string(progress_.last_seq) + ")");
-      continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (event.job_id().empty()) event.set_job_id(options_.job_id);
+      if (event.run_id().empty()) event.set_run_id(options_.run_id);
+      if (event.attempt() == 0) event.set_attempt(options_.attempt);
+      if (event.seq() == 0) event.set_seq(progress_.last_seq + 1);
+      if (event.seq() <= progress_.last_seq) {
+        LogWarning(options_.job_id + ": skipping event seq " + std::to_string(event.seq()) +
+                   " (not above " + std::to_string(progress_.last_seq) + ")");
+        continue;
+      }
+      progress_.last_seq = event.seq();
+      progress_.step = std::max(progress_.step, event.step());
+      progress_.tokens = std::max(progress_.tokens, event.tokens());
+      if (event.kind() == pb::MetricEvent::KIND_CHECKPOINT && !event.checkpoint_path().empty()) {
+        progress_.checkpoint_path = event.checkpoint_path();
+      }
+      if (event.kind() == pb::MetricEvent::KIND_FINISHED) progress_.finished = true;
+      pending_.push_back(event);
     }
-    progress_.last_seq = event.seq();
-    progress_.step = std::max(progress_.step, event.step());
-    progress_.tokens = std::max(progress_.tokens, event.tokens());
-    if (event.kind() == pb::MetricEvent::KIND_CHECKPOINT && !event.checkpoint_path().empty()) {
-      progress_.checkpoint_path = event.checkpoint_path();
-    }
-    if (event.kind() == pb::MetricEvent::KIND_FINISHED) progress_.finished = true;
-    pending_.push_back(std::move(event));
+    if (options_.on_event) options_.on_event(event);
   }
 }
 

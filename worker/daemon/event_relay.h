@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +57,10 @@ class EventRelay {
     std::chrono::milliseconds stream_max_age{60000};    // rotate a stream this old
     std::chrono::milliseconds stream_slack{30000};      // stream deadline = max age + slack
     std::chrono::milliseconds max_backoff{5000};        // between reopen attempts
+    // Optional, called on the relay thread without the relay's lock: each event read from the
+    // file (ids filled in, duplicates skipped), and each line that did not parse.
+    std::function<void(const pb::MetricEvent&)> on_event;
+    std::function<void()> on_parse_error;
   };
 
   // `client` is never null and outlives the relay.

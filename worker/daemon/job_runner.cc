@@ -47,6 +47,10 @@ EventRelay::Options RelayOptions(const pb::LeaseJobResponse& lease, const JobPat
   o.run_id = lease.job().run().run_id().empty() ? lease.job().job_id() : lease.job().run().run_id();
   o.attempt = lease.job().attempt();
   o.poll_interval = options.event_poll_interval;
+  if (WorkerMetrics* metrics = options.metrics; metrics != nullptr) {
+    o.on_event = [metrics, job_id = o.job_id](const pb::MetricEvent& event) { metrics->Observe(job_id, event); };
+    o.on_parse_error = [metrics] { metrics->EventParseError(); };
+  }
   return o;
 }
 
@@ -250,6 +254,7 @@ void JobRunner::Run() {
   if (!child.ok()) return fail("cannot start the ranks: " + child.status().ToString());
   LogInfo(AttemptName(lease_) + ": started pid " + std::to_string((*child)->pid()) + ": " +
           FormatCommandLine(spawn.command));
+  if (options_.metrics != nullptr) options_.metrics->JobStarted(job);
   relay_->Start();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -296,6 +301,21 @@ void JobRunner::Complete(pb::CompleteJobRequest request) {
   auto backoff = std::chrono::milliseconds(500);
   StopReason reason;
   std::string why;
+  if (options_.metrics != nullptr) {
+    // The ranks are over: the job ended here, however the report goes.
+    const bool lost = StopRequested(&reason, &why) && reason == StopReason::kLeaseLost;
+    const std::string_view outcome = lost ? kOutcomeLeaseLost : OutcomeLabel(request.outcome());
+    bool started = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      started = ranks_started_;
+    }
+    if (started) {
+      options_.metrics->JobEnded(job_id(), outcome, Clock::now());
+    } else {
+      options_.metrics->JobFinishedUnstarted(outcome);
+    }
+  }
   while (true) {
     if (StopRequested(&reason, &why) && reason == StopReason::kLeaseLost) {
       LogWarning(AttemptName(lease_) + ": lease " + lease_.lease_id() + " lost; not reported");

@@ -20,6 +20,7 @@
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/event_relay.h"
 #include "worker/daemon/job_paths.h"
+#include "worker/daemon/metrics.h"
 #include "worker/daemon/outcome.h"
 #include "worker/daemon/process.h"
 
@@ -39,6 +40,9 @@ struct JobRunnerOptions {
   std::chrono::milliseconds drain_timeout{60000};     // to deliver the last events
   std::chrono::milliseconds complete_timeout{120000};  // to get CompleteJob through
   std::chrono::milliseconds rpc_timeout{10000};        // per CompleteJob call
+  // Optional (null: no metrics); outlives the runner. Gets the job's start and end and every
+  // event the relay reads.
+  WorkerMetrics* metrics = nullptr;
 };
 
 // The RunSpec a job's ranks get: the lease's, with the checkpoint directory (unless the spec

@@ -42,7 +42,9 @@ std::string Trim(std::string s) {
 
 Worker::Worker(WorkerOptions options, std::unique_ptr<CoordinatorClient> client)
     : options_(std::move(options)), client_(std::move(client)) {
+  std::lock_guard<std::mutex> lock(mu_);
   slot_used_.assign(static_cast<size_t>(std::max(1, options_.slots)), false);
+  UpdateSlotMetrics();
 }
 
 Worker::~Worker() {
@@ -102,6 +104,10 @@ Status Worker::Register() {
       std::ofstream out(JoinPath(options_.workdir, "worker_id"), std::ios::trunc);
       out << id << "\n";
       if (!out) LogWarning("cannot write " + JoinPath(options_.workdir, "worker_id"));
+      if (options_.metrics != nullptr) {
+        options_.metrics->SetWorkerInfo(id, options_.hostname, options_.kind, options_.device_name,
+                                        options_.version);
+      }
       LogInfo("registered with " + std::string(failures ? "the coordinator after retries" : "the coordinator") +
               " as " + id + " (" + std::to_string(options_.slots) + " " +
               (options_.kind == pb::HARDWARE_KIND_GPU ? "gpu" : "cpu") + " slot(s))");
@@ -128,6 +134,12 @@ int Worker::FreeSlots() const {
   return static_cast<int>(std::count(slot_used_.begin(), slot_used_.end(), false));
 }
 
+void Worker::UpdateSlotMetrics() const {
+  if (options_.metrics == nullptr) return;
+  const int free = FreeSlots();
+  options_.metrics->SetSlots(free, static_cast<int>(slot_used_.size()) - free);
+}
+
 int Worker::ReapFinished() {
   std::vector<std::unique_ptr<JobRunner>> finished;
   {
@@ -141,6 +153,7 @@ int Worker::ReapFinished() {
       finished.push_back(std::move(it->second.runner));
       it = jobs_.erase(it);
     }
+    UpdateSlotMetrics();
   }
   // Joined outside the lock: a runner's last act (on_done) takes mu_.
   const int n = static_cast<int>(finished.size());
@@ -152,6 +165,10 @@ Status Worker::Run() {
   RDATTN_RETURN_IF_ERROR(LoadWorkerId());
   if (Status registered = Register(); !registered.ok()) {
     return registered.code() == StatusCode::kCancelled ? Status::Ok() : registered;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    UpdateSlotMetrics();
   }
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
   LeaseLoop();
@@ -289,6 +306,8 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
   }
   job.event_poll_interval = options_.event_poll_interval;
   job.rpc_timeout = options_.rpc_timeout;
+  job.metrics = options_.metrics;
+  UpdateSlotMetrics();
   const std::string lease_id = lease.lease_id();
   // When the job is over its slots are free at once (the next LeaseJob and heartbeat say so);
   // the runner itself is joined later by ReapFinished.
@@ -299,6 +318,7 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
       for (int s : it->second.slots) slot_used_[static_cast<size_t>(s)] = false;
       it->second.slots.clear();
     }
+    UpdateSlotMetrics();
     cv_.notify_all();
   });
   if (shutdown_) running.runner->Stop(StopReason::kShutdown, options_.stop_grace, "worker shutdown");
@@ -315,6 +335,7 @@ void Worker::HeartbeatLoop() {
       if (stop_heartbeats_) return;
     }
     HeartbeatOnce();
+    if (options_.metrics != nullptr) options_.metrics->Purge(Clock::now());
   }
 }
 
@@ -330,6 +351,13 @@ void Worker::HeartbeatOnce() {
   }
   const auto sent_at = Clock::now();
   StatusOr<pb::HeartbeatResponse> response = client_->Heartbeat(request, options_.rpc_timeout);
+  if (options_.metrics != nullptr) {
+    if (response.ok()) {
+      options_.metrics->HeartbeatSucceeded(std::chrono::system_clock::now());
+    } else {
+      options_.metrics->HeartbeatFailed();
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!response.ok()) {
     if (response.status().code() == StatusCode::kNotFound) {

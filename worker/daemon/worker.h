@@ -19,6 +19,7 @@
 #include "rdattn/v1/coordinator.pb.h"
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/job_runner.h"
+#include "worker/daemon/metrics.h"
 
 namespace rdattn::worker {
 
@@ -44,6 +45,9 @@ struct WorkerOptions {
   std::chrono::milliseconds cancel_grace{10000};  // when a cancel order gives none
   std::chrono::milliseconds event_poll_interval{200};
   std::chrono::milliseconds max_backoff{10000};  // between failed calls
+  // Optional (null: no metrics); outlives the worker. The worker feeds it (identity, slots,
+  // heartbeats, its jobs) and purges finished jobs' series from the heartbeat loop.
+  WorkerMetrics* metrics = nullptr;
 };
 
 class Worker {
@@ -75,6 +79,7 @@ class Worker {
   // Joins and forgets finished runners, freeing their slots. Returns how many.
   int ReapFinished();
   int FreeSlots() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateSlotMetrics() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sleeps up to `d`, or until shutdown / a job ends. Returns false on shutdown.
   bool SleepFor(std::chrono::milliseconds d);
   std::string worker_id() const;

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,10 +23,13 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/numbers.h"
+#include <prometheus/exposer.h>
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/job_paths.h"
 #include "worker/daemon/launch.h"
 #include "worker/daemon/log.h"
+#include "worker/daemon/metrics.h"
 #include "worker/daemon/worker.h"
 
 #ifndef RDATTN_VERSION
@@ -56,6 +60,11 @@ ABSL_FLAG(double, lease_wait, 20, "seconds a LeaseJob long poll may wait");
 ABSL_FLAG(double, stop_grace, 30, "seconds between SIGTERM and SIGKILL when the worker shuts down");
 ABSL_FLAG(double, cancel_grace, 10, "seconds between SIGTERM and SIGKILL for a cancel order without a grace");
 ABSL_FLAG(double, event_poll, 0.2, "seconds between reads of a job's events.jsonl");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port 0 picks a free "
+          "one; empty: off). docs/metrics.md");
+ABSL_FLAG(std::string, metrics_retention, "300",
+          "seconds a finished job's metric series are still served before they are removed (>= 0)");
 ABSL_FLAG(bool, verbose, false, "debug logging");
 
 namespace {
@@ -148,6 +157,17 @@ rdattn::StatusOr<std::string> DefaultTrainBinary() {
   return rdattn::worker::FindExecutable("rdattn-train");
 }
 
+// "HOST:PORT" with a non-empty HOST and a port 0..65535 (IPv6 hosts in brackets: [::1]:9402).
+bool SplitHostPort(const std::string& address, std::string* host, int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
+  const std::string port_text = address.substr(colon + 1);
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) return false;
+  *port = std::stoi(port_text);
+  *host = address.substr(0, colon);
+  return *port <= 65535;
+}
+
 int Usage(const std::string& message) {
   std::fprintf(stderr, "rdattn-worker: %s (see --help)\n", message.c_str());
   return kExitUsage;
@@ -237,6 +257,18 @@ int main(int argc, char** argv) {
   options.cancel_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_cancel_grace)));
   options.event_poll_interval = Seconds(std::max(0.01, absl::GetFlag(FLAGS_event_poll)));
 
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  std::string metrics_host;
+  int metrics_port = 0;
+  if (!metrics_listen.empty() && !SplitHostPort(metrics_listen, &metrics_host, &metrics_port)) {
+    return Usage("--metrics-listen must be HOST:PORT (port 0-65535), not '" + metrics_listen + "'");
+  }
+  double retention_s = 0;
+  const std::string retention_flag = absl::GetFlag(FLAGS_metrics_retention);
+  if (!absl::SimpleAtod(retention_flag, &retention_s) || !std::isfinite(retention_s) || retention_s < 0) {
+    return Usage("--metrics-retention must be a number of seconds >= 0, not '" + retention_flag + "'");
+  }
+
   rdattn::worker::CoordinatorClientOptions client;
   client.address = coordinator;
   client.token = absl::GetFlag(FLAGS_token);
@@ -258,6 +290,25 @@ int main(int argc, char** argv) {
           std::to_string(options.slots) + " " + kind + " slot(s), " +
           std::to_string(options.threads_per_rank) + " thread(s) per rank, workdir " + options.workdir +
           ", checkpoints " + options.checkpoint_root + ", trainer " + options.train_binary);
+
+  // The metrics outlive the worker (declared first); the exposer serves them until the end.
+  std::unique_ptr<rdattn::worker::WorkerMetrics> metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!metrics_listen.empty()) {
+    metrics = std::make_unique<rdattn::worker::WorkerMetrics>(Seconds(retention_s));
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+    } catch (const std::exception& e) {
+      LogError("--metrics-listen " + metrics_listen + ": cannot serve metrics there (address in use or not " +
+               "local?): " + e.what());
+      return kExitUsage;
+    }
+    exposer->RegisterCollectable(metrics->registry());
+    const std::vector<int> ports = exposer->GetListeningPorts();
+    if (!ports.empty()) metrics_port = ports.front();
+    LogInfo("metrics on http://" + metrics_host + ":" + std::to_string(metrics_port) + "/metrics");
+    options.metrics = metrics.get();
+  }
   rdattn::worker::Worker worker(std::move(options),
                                 std::make_unique<rdattn::worker::CoordinatorClient>(client));
 
