@@ -18,10 +18,12 @@ Checks:
 - every rdattn_* metric named by a panel, a variable, or a file under deploy/prometheus/rules and
   deploy/prometheus/tests is in the catalogue tables of docs/metrics.md (histograms may carry
   _bucket/_sum/_count), and every label matched in a `rdattn_x{...}` selector is a label that
-  metric has (or a scrape target label).
+  metric has (or a scrape target label);
+- `job` is the scrape job name only: no {{job}} legend, by/on/ignoring/without (job ...) on per-job
+  series, nor $labels.job / such a grouping in the rule files (the rdattn job id is `job_id`).
 --self-test proves that each check can fail: a broken expression is rejected by promtool, an
 unknown metric, an unknown label, an unknown variable, a wrong datasource uid, a duplicate panel id
-and a missing topic are reported.
+a missing topic and `job` used for the rdattn job id are reported.
 Standard library only; promtool reads the YAML.
 """
 import argparse
@@ -34,8 +36,10 @@ import subprocess
 import sys
 import tempfile
 
-JOB_LABELS = {"sweep", "job", "arm", "seed", "scale"}
-# Labels Prometheus adds at scrape time (deploy/prometheus/prometheus.yml and its alternatives).
+# The per-job labels of docs/metrics.md. The job id is `job_id`: `job` is the scrape job name.
+JOB_LABELS = {"sweep", "job_id", "arm", "seed", "scale"}
+# Labels Prometheus adds at scrape time (deploy/prometheus/prometheus.yml and its alternatives);
+# `job` is the scrape job (rdattn-coordinator, rdattn-worker).
 TARGET_LABELS = {"job", "instance", "cluster", "namespace", "pod", "node", "slurm_job_id", "kind", "component"}
 HIST_SUFFIXES = ("_bucket", "_sum", "_count")
 BUILTIN_VARS = {
@@ -242,6 +246,22 @@ def collect_expressions(fname, d):
     return items, var_names, errors
 
 
+def job_label_errors(where, expr, legend, cat):
+    """`job` is the scrape job name; on per-job series the rdattn job id is `job_id`."""
+    per_job = [n for n in METRIC_RE.findall(strip_strings(expr))
+               if "job_id" in cat.get(resolve(n, cat) or "", {}).get("labels", set())]
+    if not per_job:
+        return []
+    errors = []
+    if re.search(r"\{\{\s*job\s*\}\}", legend or ""):
+        errors.append(f"{where}: legend {{{{job}}}} on per-job series ({per_job[0]}): the job id is {{{{job_id}}}}")
+    for m in re.finditer(r"\b(by|without|on|ignoring)\s*\(([^)]*)\)", strip_strings(expr)):
+        if "job" in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(2)):
+            errors.append(f"{where}: {m.group(1)} ({m.group(2)}) on per-job series: the job id is job_id, "
+                          f"`job` is the scrape job")
+    return errors
+
+
 # topic -> [(requirement, predicate(panel, exprs))]; a requirement is met by one panel.
 def _e(exprs):
     return re.sub(r"\s+", " ", " ".join(exprs))
@@ -325,6 +345,10 @@ def check_dashboards(dashboards, ds_uid, cat, promtool):
                 if base and base[0] and label not in cat[base[0]]["labels"] | TARGET_LABELS:
                     errors.append(f"{where}: {base[0]} has no label '{label}'")
             items.append((where, expr))
+        for p in all_panels(d.get("panels", [])):
+            for tg in p.get("targets") or []:
+                errors += job_label_errors(f"{fname}: panel {p.get('id')} '{p.get('title')}' target "
+                                           f"{tg.get('refId')}", tg.get("expr") or "", tg.get("legendFormat"), cat)
     errors += check_topics(dashboards)
     errors += check_promql(promtool, items)
     return errors, len(items)
@@ -366,6 +390,20 @@ def provisioning_errors(root, ds_uid):
     return errors
 
 
+def rule_job_errors(text, where):
+    """Annotations and groupings that would take the scrape job name for the rdattn job id."""
+    errors = []
+    for m in re.finditer(r"\$labels\.job\b(?!_)", text):
+        line = text.count("\n", 0, m.start()) + 1
+        errors.append(f"{where}:{line}: $labels.job is the scrape job name; the rdattn job id is $labels.job_id")
+    for m in re.finditer(r"\b(by|without|on|ignoring)\s*\(([^)]*)\)", text):
+        if "job" in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(2)):
+            line = text.count("\n", 0, m.start()) + 1
+            errors.append(f"{where}:{line}: {m.group(1)} ({m.group(2)}) names `job` (the scrape job); "
+                          f"the rdattn job id is job_id")
+    return errors
+
+
 def rule_file_errors(root, cat):
     errors, n = [], 0
     prom = os.path.join(root, "deploy", "prometheus")
@@ -373,7 +411,9 @@ def rule_file_errors(root, cat):
         n += 1
         rel = os.path.relpath(f, root)
         # Quoted YAML strings hold whole series selectors here, so names are read from the raw text.
-        errors += check_names(open(f).read(), rel, cat, strip=False)
+        text = open(f).read()
+        errors += check_names(text, rel, cat, strip=False)
+        errors += rule_job_errors(text, rel)
     if n == 0:
         errors.append("deploy/prometheus: no rule files")
     return errors, n
@@ -416,6 +456,23 @@ def self_test(root, promtool):
     if len(hists) < 4 or "route" not in cat.get("rdattn_route_entropy_nats", {}).get("labels", set()):
         problems.append(f"catalogue parse: histograms {hists}, route entropy labels "
                         f"{cat.get('rdattn_route_entropy_nats')}")
+    # per-job series carry job_id (the rdattn job id); `job` is only the scrape job label
+    tl = cat.get("rdattn_train_loss", {}).get("labels", set())
+    if "job_id" not in tl or "job" in tl:
+        problems.append(f"catalogue parse: rdattn_train_loss labels {sorted(tl)} (want job_id, not job)")
+    if check_names('rdattn_train_loss{job_id="a", job="rdattn-worker"}', "x", cat):
+        problems.append("job_id or the scrape job label was reported as unknown on a per-job metric")
+    expect("legend {{job}} on a per-job metric",
+           job_label_errors("x", "rdattn_train_loss", "{{job}}", cat), "the job id is {{job_id}}")
+    expect("by (job) on a per-job metric",
+           job_label_errors("x", "sum by (job, le) (rate(rdattn_step_duration_seconds_bucket[5m]))", "", cat),
+           "the job id is job_id")
+    if job_label_errors("x", 'up{job="rdattn-worker"}', "{{job}} {{instance}}", cat):
+        problems.append("the scrape job label on up was reported")
+    expect("$labels.job in a rule file", rule_job_errors("summary: {{ $labels.job }}", "r.yml"), "$labels.job_id")
+    expect("on(job) in a rule file", rule_job_errors("a - on(sweep, job) b", "r.yml"), "the rdattn job id is job_id")
+    if rule_job_errors('summary: {{ $labels.job_id }}\nexpr: up{job="rdattn-worker"} == 0', "r.yml"):
+        problems.append("$labels.job_id or a scrape-job matcher was reported")
     # promtool accepts a good expression and rejects a broken one
     if check_promql(promtool, [("good", "sum by (arm) (rate(rdattn_step_duration_seconds_count[5m]))")]):
         problems.append("promtool rejected a valid expression")

@@ -4,13 +4,15 @@
 usage: prometheus_config_test.py [--promtool PATH] REPO_ROOT
 
 - the settings the deployment relies on are there: global scrape_interval 15s, the scrape jobs
-  rdattn-coordinator (port 9401) and rdattn-worker (port 9402, honor_labels: true, so the per-job
-  `job` label stays the rdattn job id), rule_files rules/*.yml;
+  rdattn-coordinator (port 9401) and rdattn-worker (port 9402), rule_files rules/*.yml;
+- no scrape job sets honor_labels: the rdattn job id is the exported label `job_id`
+  (docs/metrics.md), so `job` stays the scrape job name with Prometheus's defaults;
 - every commented alternative between "# BEGIN <name>" and "# END <name>" (Slurm file_sd,
   Kubernetes pod discovery) is uncommented into a temporary copy that `promtool check config`
   must accept, the Slurm file_sd path pointed at deploy/prometheus/file_sd/*.json so that promtool
   reads the example target file too;
-- the example file_sd JSON has the file_sd shape.
+- the example file_sd JSON has the file_sd shape, and a `job` target label in it (which overrides
+  the scrape job name) is rdattn-worker.
 Standard library only; promtool reads the YAML.
 """
 import argparse
@@ -75,12 +77,15 @@ def main():
         (r"(?m)^rule_files:\n  - rules/\*\.yml$", "rule_files: [rules/*.yml]"),
         (r"(?m)^  - job_name: rdattn-coordinator$", "scrape job rdattn-coordinator"),
         (r"(?m)^  - job_name: rdattn-worker$", "scrape job rdattn-worker"),
-        (r"(?m)^  - job_name: rdattn-worker\n(?:    .*\n)*?    honor_labels: true", "rdattn-worker honor_labels: true"),
         (r"targets: \[\"[^\"]+:9401\"\]", "a static coordinator target on port 9401"),
         (r"targets: \[\"[^\"]+:9402\"\]", "a static worker target on port 9402"),
     ]:
         if not re.search(needle, text):
             errors.append(f"prometheus.yml: missing {why}")
+
+    # Not even in a commented alternative: the per-job label is job_id, nothing needs honor_labels.
+    for m in re.finditer(r"(?m)^.*\bhonor_labels\s*:.*$", text):
+        errors.append(f"prometheus.yml: honor_labels must not be set (job id is `job_id`): {m.group(0).strip()}")
 
     found = blocks(text)
     for name in sorted(EXPECTED_BLOCKS - set(found)):
@@ -99,6 +104,11 @@ def main():
                 and isinstance(g.get("labels", {}), dict) for g in groups)
             if not ok:
                 errors.append(f"file_sd/{f}: not a list of {{targets: [host:port...], labels: {{}}}}")
+            # A target label `job` overrides the scrape job name: only rdattn-worker is right here.
+            for g in groups if isinstance(groups, list) else []:
+                job = (g.get("labels") or {}).get("job") if isinstance(g, dict) else None
+                if job is not None and job != "rdattn-worker":
+                    errors.append(f"file_sd/{f}: target label job={job!r} is not the scrape job rdattn-worker")
         except ValueError as e:
             errors.append(f"file_sd/{f}: not JSON: {e}")
 
