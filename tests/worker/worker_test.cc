@@ -1,21 +1,27 @@
 // rdattn-worker end to end against an in-process fake coordinator: the real binary leases one
 // job whose "trainer" is a shell script written here, and the fake checks what comes back —
 // events in order, the CompleteJob outcome, exit status and stderr tail — for a success, a
-// failure, a cancel order (honoured, and ignored until SIGKILL), a worker SIGTERM, and mpirun;
+// failure, a cancel order (honoured, and ignored until SIGKILL), a worker SIGTERM, mpirun, and
+// its /metrics (served, kept for the retention, then removed; bad metrics flags);
 // and once with the real rdattn-train on a tiny model, where it is built.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
 
+#include "tests/worker/exposition.h"
 #include "tests/worker/fake_coordinator.h"
 #include "worker/daemon/launch.h"
 #include "worker/daemon/process.h"
@@ -113,6 +119,34 @@ FakeCoordinator::Config WithJob(pb::JobSpec job) {
   FakeCoordinator::Config c;
   c.job = std::move(job);
   return c;
+}
+
+// The port of the worker's "metrics on http://127.0.0.1:PORT/metrics" log line (exactly one),
+// waiting for it up to 10 s; 0 when it never came.
+int MetricsPort(const std::string& log) {
+  static const std::regex line_re("metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics");
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = ReadAll(log);
+    auto begin = std::sregex_iterator(text.begin(), text.end(), line_re);
+    const auto count = std::distance(begin, std::sregex_iterator());
+    if (count > 0) {
+      EXPECT_EQ(count, 1) << text;
+      return std::stoi((*begin)[1].str());
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ADD_FAILURE() << "no metrics line in the worker's log:\n" << ReadAll(log);
+  return 0;
+}
+
+std::vector<testing::Sample> ScrapeWorker(int port) {
+  return testing::ParseExposition(testing::HttpBody(testing::HttpGet(port)));
+}
+
+size_t SeriesOfJob(const std::vector<testing::Sample>& samples) {
+  size_t n = 0;
+  for (const auto& s : samples) n += s.labels.count("job") && s.labels.at("job") == kJobId;
+  return n;
 }
 
 std::vector<pb::MetricEvent::Kind> Kinds(const std::vector<pb::MetricEvent>& events) {
@@ -341,11 +375,23 @@ TEST(WorkerTest, RealTrainerRunsATinyJob) {
   WriteShard(f.dir + "/data/c_train_000000.bin", 1, 300);
   WriteShard(f.dir + "/data/c_val_000000.bin", 2, 20);
   FakeCoordinator fake(WithJob(TinyJob(f.dir + "/data", 8)));
-  auto worker = f.StartWorker(fake, {"--threads-per-rank", "1"});
+  // Not --once: the worker stays up after the job so that its /metrics can be read.
+  auto worker = f.StartWorker(fake, {"--threads-per-rank", "1", "--once=false", "--metrics-listen", "127.0.0.1:0"});
   ASSERT_NE(worker, nullptr);
-  EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
-  auto done = fake.WaitForComplete(milliseconds(0));
+  const int port = MetricsPort(f.log);
+  auto done = fake.WaitForComplete(milliseconds(40000));
   ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
+  // The real trainer's events as gauges: finite losses of a real run, and its progress.
+  const auto samples = ScrapeWorker(port);
+  for (const char* name : {"rdattn_train_loss", "rdattn_val_nll", "rdattn_train_step", "rdattn_job_budget_tokens"}) {
+    const auto found = testing::Find(samples, name, {{"job", kJobId}, {"arm", "rd"}});
+    ASSERT_EQ(found.size(), 1u) << name << "\n" << testing::HttpBody(testing::HttpGet(port));
+    EXPECT_TRUE(std::isfinite(found[0].value) && found[0].value > 0) << name << " " << found[0].value_text;
+  }
+  EXPECT_EQ(testing::Find(samples, "rdattn_train_step", {{"job", kJobId}})[0].value, 8);
+  EXPECT_EQ(testing::Find(samples, "rdattn_job_budget_tokens", {{"job", kJobId}})[0].value, 8 * 512);
+  ::kill(worker->pid(), SIGTERM);
+  EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
   EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message() << "\n" << done->stderr_tail();
   const auto events = fake.stored_events();
   ASSERT_FALSE(events.empty());
@@ -389,6 +435,132 @@ TEST(WorkerTest, RealTrainerUnderMpirunCheckpointsOnCancel) {
   EXPECT_EQ(events.back().kind(), pb::MetricEvent::KIND_CHECKPOINT);  // written on SIGTERM
   EXPECT_EQ(done->checkpoint_path(), events.back().checkpoint_path());
   EXPECT_FALSE(done->checkpoint_path().empty());
+}
+
+// A fake trainer's events, as served by the worker's /metrics after the job ended (the
+// retention keeps them): the catalogue's names and label sets, the relay's counters.
+constexpr char kMetricsScript[] = R"(
+printf '{"seq":1,"kind":"KIND_INIT","step":0,"tokens":"0"}\n' >> "$events"
+printf '{"seq":2,"kind":"KIND_TRAIN_STEP","step":1,"tokens":"4096","train_loss":10.5,"lr":0.0003,"step_seconds":0.5,"allreduce_seconds":0.001,"data_seconds":0.0002}\n' >> "$events"
+printf '{"seq":3,"kind":"KIND_EVAL","step":1,"tokens":"4096","val_nll":8.75,"js_nats":[0.1,0.2],"js_mean_nats":0.15,"route_entropy_qk_nats":[1.0,1.1],"route_entropy_v_nats":[0.5,0.6]}\n' >> "$events"
+printf 'not json\n' >> "$events"
+printf '{"seq":4,"kind":"KIND_FINISHED","step":2,"tokens":"8192"}\n' >> "$events"
+exit 0
+)";
+
+pb::JobSpec MetricsJob() {
+  pb::JobSpec job = Job();
+  job.set_arm("rd");
+  job.set_seed(7);
+  job.set_scale("S");
+  job.mutable_run()->mutable_schedule()->set_total_tokens(8000);
+  job.mutable_run()->mutable_schedule()->set_global_batch_tokens(4096);
+  return job;
+}
+
+TEST(WorkerTest, ServesMetricsOfItsJobs) {
+  Fixture f(kMetricsScript);
+  FakeCoordinator fake(WithJob(MetricsJob()));
+  // Not --once: the worker stays up after the job, so the test can scrape the kept series.
+  auto worker = f.StartWorker(fake, {"--once=false", "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_NE(worker, nullptr);
+  const int port = MetricsPort(f.log);
+  ASSERT_GT(port, 0);
+  auto done = fake.WaitForComplete(milliseconds(15000));
+  ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
+  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message();
+
+  std::vector<testing::Sample> samples;
+  for (int i = 0; i < 100; ++i) {  // until a heartbeat has succeeded (every 200 ms)
+    samples = ScrapeWorker(port);
+    auto hb = testing::FindExact(samples, "rdattn_worker_last_heartbeat_timestamp_seconds", {});
+    if (hb.has_value() && hb->value > 0) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  const std::map<std::string, std::string> job = {
+      {"sweep", "sw1"}, {"job", kJobId}, {"arm", "rd"}, {"seed", "7"}, {"scale", "S"}};
+  auto value = [&](const std::string& name, std::map<std::string, std::string> labels) {
+    auto s = testing::FindExact(samples, name, labels);
+    EXPECT_TRUE(s.has_value()) << name << " missing; scraped:\n" << testing::HttpBody(testing::HttpGet(port));
+    return s.has_value() ? s->value : -1.0;
+  };
+  EXPECT_EQ(value("rdattn_train_loss", job), 10.5);
+  EXPECT_EQ(value("rdattn_val_nll", job), 8.75);
+  EXPECT_EQ(value("rdattn_val_milestone_tokens", job), 4096);
+  EXPECT_EQ(value("rdattn_train_tokens", job), 8192);
+  EXPECT_EQ(value("rdattn_job_budget_tokens", job), 8192);
+  EXPECT_EQ(value("rdattn_job_running", job), 0);  // ended, kept for the retention
+  EXPECT_EQ(value("rdattn_step_duration_seconds_count", job), 1);
+  auto layer1 = job;
+  layer1["layer"] = "1";
+  EXPECT_EQ(value("rdattn_depth_js_divergence", layer1), 0.2);
+  layer1["route"] = "v";
+  EXPECT_EQ(value("rdattn_route_entropy_nats", layer1), 0.6);
+  EXPECT_EQ(value("rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}}), 1);
+  EXPECT_EQ(value("rdattn_worker_events_relayed_total", {}), 4);
+  EXPECT_EQ(value("rdattn_worker_event_parse_errors_total", {}), 1);
+  EXPECT_EQ(value("rdattn_worker_local_slots", {{"state", "free"}}), 1);
+  EXPECT_EQ(value("rdattn_worker_local_slots", {{"state", "busy"}}), 0);
+  EXPECT_GT(value("rdattn_worker_last_heartbeat_timestamp_seconds", {}), 1.6e9);
+  const auto info = testing::Find(samples, "rdattn_worker_info");
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(info[0].labels.at("worker"), "w-1");
+  EXPECT_EQ(info[0].labels.at("hardware_kind"), "cpu");
+
+  ::kill(worker->pid(), SIGTERM);
+  EXPECT_EQ(f.WaitForWorker(worker.get()), 0) << ReadAll(f.log);
+}
+
+TEST(WorkerTest, MetricsOfAFinishedJobGoAfterTheRetention) {
+  Fixture f(kMetricsScript);
+  FakeCoordinator fake(WithJob(MetricsJob()));
+  auto worker = f.StartWorker(fake, {"--once=false", "--metrics-listen", "127.0.0.1:0", "--metrics-retention", "0"});
+  ASSERT_NE(worker, nullptr);
+  const int port = MetricsPort(f.log);
+  ASSERT_GT(port, 0);
+  ASSERT_TRUE(fake.WaitForComplete(milliseconds(15000)).has_value()) << ReadAll(f.log);
+  // Purged by the next heartbeat (every 200 ms).
+  std::vector<testing::Sample> samples;
+  for (int i = 0; i < 100; ++i) {
+    samples = ScrapeWorker(port);
+    if (!samples.empty() && SeriesOfJob(samples) == 0) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_FALSE(samples.empty());
+  EXPECT_EQ(SeriesOfJob(samples), 0u) << testing::HttpBody(testing::HttpGet(port));
+  auto finished = testing::FindExact(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}});
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_EQ(finished->value, 1);
+  ::kill(worker->pid(), SIGTERM);
+  EXPECT_EQ(f.WaitForWorker(worker.get()), 0) << ReadAll(f.log);
+}
+
+TEST(WorkerTest, MetricsFlagsAreChecked) {
+  // A busy address: the worker says which flag and exits 2 before registering.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string busy = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--metrics-listen", busy}, {"--metrics-listen", "127.0.0.1"},
+        {"--metrics-listen", "127.0.0.1:99999"}, {"--metrics-listen", "127.0.0.1:0", "--metrics-retention", "-1"},
+        {"--metrics-listen", "127.0.0.1:0", "--metrics-retention", "soon"}}) {
+    Fixture f("exit 0\n");
+    FakeCoordinator fake(WithJob(Job()));
+    auto worker = f.StartWorker(fake, flags);
+    ASSERT_NE(worker, nullptr);
+    EXPECT_EQ(f.WaitForWorker(worker.get()), 2) << flags.back() << "\n" << ReadAll(f.log);
+    const std::string& flag = flags[flags.size() - 2];
+    EXPECT_NE(ReadAll(f.log).find(flag), std::string::npos) << ReadAll(f.log);
+    EXPECT_TRUE(fake.registrations().empty()) << flags.back();
+  }
+  ::close(fd);
 }
 
 TEST(WorkerTest, ExitsWhenIdle) {
