@@ -1,0 +1,465 @@
+#!/usr/bin/python3
+"""deploy/slurm/ on a real one-node Slurm (Debian's slurm-wlm 22.05 and munge).
+
+Everything lives in one temporary folder: a munged with its own key, socket, pid and seed files;
+a slurm.conf (SLURM_CONF, with AuthInfo=socket=<our munge socket>) whose slurmctld and slurmd
+run as child processes on free ports, with their state and spool directories here. /etc/slurm,
+/etc/munge and the system's munged are never used.
+
+Then, as a user of a cluster would:
+  1. deploy/slurm/submit-sweep.sh sbatch's coordinator.sbatch, then worker.sbatch (dependency
+     after the coordinator started); the coordinator publishes its bound address in the state
+     folder, the worker job reads it;
+  2. `rdattn submit` a tiny sweep (2 arms x 2 seeds, 8 steps), `rdattn watch` it; checks: the
+     sweep SUCCEEDED, every job ran on the worker that the Slurm job started (its worker id file
+     in the node-local workdir, and the node's hostname), both Slurm jobs were RUNNING during the
+     sweep, checkpoints went to the shared checkpoint root;
+  3. scancel both jobs; checks: they leave squeue, the coordinator removed its address file and
+     both scripts logged a clean stop;
+  4. train.sbatch with 2 tasks on the node (mpirun inside the allocation): exit_code 0, both
+     rank output files, and rank 0's events say world size 2 and end with KIND_FINISHED.
+Daemons and any process left with our SLURM_CONF are stopped at the end, pass or fail; on failure
+the daemon logs' tails and the job output files are printed.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+DAEMONS = []  # (name, Popen, log path)
+TMP = None
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+    print("ok:", msg, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run(cmd, env, timeout=60, check_rc=True, **kw):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+    if check_rc and p.returncode != 0:
+        raise AssertionError("%s exited %d:\nstdout: %s\nstderr: %s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def start_daemon(name, cmd, env):
+    log_path = os.path.join(TMP, "log", name + ".out")
+    log = open(log_path, "w")
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    DAEMONS.append((name, p, log_path))
+    return p
+
+
+def wait_for(what, fn, timeout, interval=0.5):
+    deadline = time.time() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.time() > deadline:
+            raise AssertionError("timed out after %ds waiting for %s" % (timeout, what))
+        for name, p, _ in DAEMONS:
+            if p.poll() is not None:
+                raise AssertionError("%s exited with %s while waiting for %s" % (name, p.returncode, what))
+        time.sleep(interval)
+
+
+def processes_with_env(key, value):
+    """PIDs (not ours) whose environment has key=value: the jobs' processes, slurmstepd."""
+    needle = ("%s=%s" % (key, value)).encode()
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+def tail(path, n=40):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        return "\n".join(lines[-n:])
+    except OSError as e:
+        return "(%s)" % e
+
+
+def dump_logs():
+    print("\n==== failure: logs ====", flush=True)
+    for root, _, files in os.walk(TMP):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            if (root.endswith("/log") or name.endswith(".out") or name.endswith(".err") or name.endswith(".log")
+                    or name == "exit_code"):
+                print("---- %s (last 40 lines)" % path)
+                print(tail(path))
+    sys.stdout.flush()
+
+
+def stop_everything(env):
+    # Jobs first (slurmd must be alive to stop their steps), then anything left with our
+    # SLURM_CONF in its environment (slurmstepd, job processes), then the daemons, munged last.
+    if env is not None:
+        try:
+            subprocess.run(["scancel", "--full", "--user", "root"], env=env, capture_output=True, timeout=20)
+        except Exception:  # noqa: BLE001
+            pass
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                q = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True, timeout=10)
+                if q.returncode != 0 or not q.stdout.strip():
+                    break
+            except Exception:  # noqa: BLE001
+                break
+            time.sleep(0.5)
+    for name, p, _ in reversed(DAEMONS):
+        if name == "munged":
+            continue
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for name, p, _ in reversed(DAEMONS):
+        if name == "munged":
+            continue
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if env is not None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            pids = processes_with_env("SLURM_CONF", env["SLURM_CONF"])
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+            if pids and sig == signal.SIGTERM:
+                time.sleep(2)
+    for name, p, _ in DAEMONS:
+        if name == "munged" and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def write_corpus(folder):
+    """Text files of a small Markov chain over words (learnable), for rdattn-data prepare."""
+    rng = random.Random(7)
+    vocab = ["the", "model", "reads", "depth", "value", "query", "block", "routes", "over", "layers",
+             "and", "a", "residual", "stream", "with", "learned", "softmax", "mixture", "of", "sources"]
+    nxt = {w: rng.sample(vocab, 4) for w in vocab}
+    out = {}
+    for split, docs in (("train", 60), ("val", 4), ("test", 4)):
+        d = os.path.join(folder, split)
+        os.makedirs(d)
+        out[split] = []
+        for i in range(docs):
+            w, words = rng.choice(vocab), []
+            for _ in range(80):
+                words.append(w)
+                w = rng.choice(nxt[w])
+            path = os.path.join(d, "doc%03d.txt" % i)
+            with open(path, "w") as f:
+                f.write(" ".join(words) + "\n")
+            out[split].append(path)
+    return out
+
+
+def slurm_conf(host, cpus, ctld_port, slurmd_port, munge_socket):
+    mem_mb = 1024
+    d = TMP
+    return """# written by tests/slurm/slurm_test.py
+ClusterName=rdattntest
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={sock}
+SlurmctldPort={cport}
+SlurmdPort={dport}
+StateSaveLocation={d}/slurm/state
+SlurmdSpoolDir={d}/slurm/spool
+SlurmctldPidFile={d}/slurm/slurmctld.pid
+SlurmdPidFile={d}/slurm/slurmd.pid
+SlurmctldLogFile={d}/log/slurmctld.log
+SlurmdLogFile={d}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=1
+KillWait=10
+MinJobAge=600
+InactiveLimit=0
+NodeName={host} CPUs={cpus} RealMemory={mem}
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+""".format(host=host, sock=munge_socket, cport=ctld_port, dport=slurmd_port, d=d, cpus=cpus, mem=mem_mb)
+
+
+def squeue_states(env):
+    q = run(["squeue", "-h", "-o", "%i %T"], env, check_rc=False)
+    return dict(line.split() for line in q.stdout.splitlines() if line.strip())
+
+
+def main():
+    global TMP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="build dir with the binaries")
+    ap.add_argument("--deploy", required=True, help="deploy/slurm folder with the scripts")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = ap.parse_args()
+    args.deploy = os.path.abspath(args.deploy)
+    args.bin = os.path.abspath(args.bin)
+    t0 = time.time()
+    if os.geteuid() != 0:
+        print("slurm_test: needs root (SlurmUser=root, slurmd runs jobs as their users)")
+        sys.exit(1)
+    for tool in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "sinfo", "scancel", "mpirun"):
+        if shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
+            print("slurm_test: %s not found; scripts/setup.sh installs slurm-wlm, munge and openmpi-bin" % tool)
+            sys.exit(1)
+    b = args.bin
+    binaries = {"coordinator": "coordinator/rdattn-coordinator", "worker": "worker/daemon/rdattn-worker",
+                "train": "worker/trainer/rdattn-train", "data": "worker/data/rdattn-data", "client": "client/rdattn"}
+    for k, rel in binaries.items():
+        binaries[k] = os.path.join(b, rel)
+        if not os.access(binaries[k], os.X_OK):
+            print("slurm_test: %s is not built" % binaries[k])
+            sys.exit(1)
+
+    TMP = tempfile.mkdtemp(prefix="rdattn-slurm-test-")
+    # munged wants execute permission for everyone on the socket's folder and its parents.
+    os.chmod(TMP, 0o755)
+    for sub in ("log", "munge", "run", "slurm/state", "slurm/spool", "shared", "nodetmp", "jobs", "text", "data"):
+        os.makedirs(os.path.join(TMP, sub), exist_ok=True)
+    os.chmod(os.path.join(TMP, "munge"), 0o700)
+    os.chmod(os.path.join(TMP, "run"), 0o755)
+    env = None
+    ok = False
+    try:
+        # ---- munge: own key, socket, pid and seed files; foreground, logs on stderr.
+        key = os.path.join(TMP, "munge", "munge.key")
+        sock = os.path.join(TMP, "run", "munge.socket")
+        run(["mungekey", "--create", "--keyfile", key], dict(os.environ))
+        munge_env = dict(os.environ)
+        start_daemon("munged", ["munged", "--foreground", "--socket", sock, "--key-file", key,
+                                "--pid-file", os.path.join(TMP, "run", "munged.pid"),
+                                "--seed-file", os.path.join(TMP, "munge", "munged.seed"),
+                                "--log-file", os.path.join(TMP, "log", "munged.log"), "--num-threads", "4"], munge_env)
+        wait_for("the munge socket", lambda: os.path.exists(sock) and stat.S_ISSOCK(os.stat(sock).st_mode), 20)
+        cred = run(["munge", "--socket", sock, "--no-input"], munge_env).stdout
+        un = run(["unmunge", "--socket", sock], munge_env, input=cred)
+        check("Success" in un.stdout, "munged on %s encodes and decodes a credential" % sock)
+
+        # ---- Slurm: slurm.conf here, daemons in the foreground as children.
+        host = socket.gethostname().split(".")[0]
+        cpus = os.cpu_count() or 1
+        ctld_port, slurmd_port = free_port(), free_port()
+        while slurmd_port == ctld_port:
+            slurmd_port = free_port()
+        conf = os.path.join(TMP, "slurm", "slurm.conf")
+        with open(conf, "w") as f:
+            f.write(slurm_conf(host, cpus, ctld_port, slurmd_port, sock))
+        env = dict(os.environ, SLURM_CONF=conf, OMP_NUM_THREADS="1")
+        for k in list(env):  # a Slurm job running this test must not leak its job into ours
+            if k.startswith("SLURM_") and k != "SLURM_CONF":
+                del env[k]
+        start_daemon("slurmctld", ["slurmctld", "-D", "-i"], env)
+        start_daemon("slurmd", ["slurmd", "-D"], env)
+
+        def node_idle():
+            p = run(["sinfo", "-h", "-N", "-o", "%N %t %c"], env, check_rc=False)
+            return p.stdout.strip() if p.returncode == 0 and " idle " in p.stdout + " " else None
+        line = wait_for("sinfo to show node %s idle" % host, node_idle, 60)
+        check(line.split()[0] == host, "sinfo: %s (slurmctld port %d, slurmd port %d)" % (line, ctld_port, slurmd_port))
+
+        # ---- shards with rdattn-data
+        text = write_corpus(os.path.join(TMP, "text"))
+        data = os.path.join(TMP, "data")
+        run([binaries["data"], "prepare", "--tokenizer", "byte", "--out", data, "--prefix", "it",
+             "--text"] + text["train"] + ["--val-files"] + text["val"] + ["--test-files"] + text["test"] +
+            ["--split", "files"], env)
+        check(all(os.path.exists(os.path.join(data, "it_%s_000000.bin" % s)) for s in ("train", "val", "test")),
+              "rdattn-data prepared train/val/test shards")
+
+        # ---- the service: coordinator and worker jobs via submit-sweep.sh
+        state = os.path.join(TMP, "shared", "state")
+        job_env = dict(env, RDATTN_BIN_DIR=b, RDATTN_STATE_DIR=state, TMPDIR=os.path.join(TMP, "nodetmp"),
+                       RDATTN_COORDINATOR_ARGS="--lease-seconds 30 --heartbeat-seconds 1",
+                       RDATTN_COORDINATOR_WAIT="120", RDATTN_WORKER_STOP_GRACE="5",
+                       RDATTN_METRICS_LISTEN="", RDATTN_PROM_SD_DIR="")
+        # The advertised host is the node's hostname (the default) when it resolves to this
+        # machine's loopback, as in containers; otherwise the test pins 127.0.0.1.
+        try:
+            resolved = socket.gethostbyname(host)
+        except OSError:
+            resolved = ""
+        job_env["RDATTN_COORDINATOR_LISTEN"] = "127.0.0.1:0"
+        if not resolved.startswith("127."):
+            job_env["RDATTN_COORDINATOR_HOST"] = "127.0.0.1"
+        jobs_dir = os.path.join(TMP, "jobs")
+        sub = run(["bash", os.path.join(args.deploy, "submit-sweep.sh")], job_env, cwd=jobs_dir, timeout=60)
+        ids = dict(l.split("=", 1) for l in sub.stdout.splitlines() if "=" in l)
+        cjob, wjob = ids.get("RDATTN_COORDINATOR_JOB"), ids.get("RDATTN_WORKER_JOB")
+        check(bool(cjob) and bool(wjob), "submit-sweep.sh: coordinator job %s, worker job %s" % (cjob, wjob))
+        addr_file = os.path.join(state, "coordinator.addr")
+        wait_for("the coordinator's address file", lambda: os.path.exists(addr_file) and open(addr_file).read().strip(), 60)
+        addr = open(addr_file).read().strip()
+        check(addr.rsplit(":", 1)[1].isdigit() and int(addr.rsplit(":", 1)[1]) > 0,
+              "coordinator.sbatch published its bound address %s" % addr)
+        with open(os.path.join(state, "coordinator.env")) as f:
+            check(("RDATTN_COORDINATOR_JOB_ID=%s" % cjob) in f.read(), "coordinator.env names job %s" % cjob)
+        wait_for("both Slurm jobs RUNNING",
+                 lambda: squeue_states(env).get(cjob) == "RUNNING" and squeue_states(env).get(wjob) == "RUNNING", 90)
+        check(True, "squeue: coordinator job %s and worker job %s RUNNING" % (cjob, wjob))
+
+        sweep = os.path.join(TMP, "sweep.yaml")
+        with open(sweep, "w") as f:
+            f.write("""name: slurm
+scales:
+  - {name: tiny, preset: tiny}
+arms: [block, rd]
+seeds: [1, 2]
+data:
+  train_shards: ["%(d)s/it_train_*.bin"]
+  val_shards: ["%(d)s/it_val_000000.bin"]
+  test_shards: ["%(d)s/it_test_000000.bin"]
+  tokenizer: byte
+  val_windows: 8
+  test_windows: 8
+optim: {peak_lr: 0.003, warmup_steps: 2}
+schedule:
+  total_tokens: 4096
+  global_batch_tokens: 512
+  micro_batch_sequences: 4
+  milestones_tokens: [4096]
+parallel: {world_size: 1, threads_per_rank: 1}
+max_attempts: 2
+""" % {"d": data})
+        client = [binaries["client"], "--coordinator", addr]
+        sid = run(client + ["submit", sweep], env).stdout.strip()
+        check(sid.startswith("sw-"), "rdattn submit: sweep %s" % sid)
+        seen_running = set()
+
+        def sweep_done():
+            st = squeue_states(env)
+            seen_running.update(j for j in (cjob, wjob) if st.get(j) == "RUNNING")
+            g = run(client + ["get", sid, "--format", "json"], env, check_rc=False)
+            if g.returncode != 0:
+                return None
+            doc = json.loads(g.stdout)
+            s = doc.get("state", "")
+            return doc if s.endswith("SUCCEEDED") or s.endswith("FAILED") or s.endswith("CANCELLED") else None
+        doc = wait_for("sweep %s to end" % sid, sweep_done, 150, interval=1)
+        check(doc["state"] == "SWEEP_STATE_SUCCEEDED", "sweep %s %s" % (sid, doc["state"]))
+        check(seen_running == {cjob, wjob}, "both Slurm jobs were RUNNING while the sweep ran")
+        watch = run(client + ["watch", sid], env, timeout=60)
+        print(watch.stdout[-1500:])
+        jobs = doc.get("jobs", [])
+        check(len(jobs) == 4, "4 jobs (2 seeds x block, rd)")
+        wid_file = os.path.join(TMP, "nodetmp", "rdattn-worker-%s" % wjob, "worker_id")
+        check(os.path.exists(wid_file), "the worker kept its id in its node-local workdir %s" % os.path.dirname(wid_file))
+        wid = open(wid_file).read().strip()
+        for j in jobs:
+            jid = j["job"].get("jobId", j["job"].get("job_id"))
+            check(j["state"] == "JOB_STATE_SUCCEEDED", "job %s SUCCEEDED" % jid)
+            check(j.get("workerId", j.get("worker_id")) == wid,
+                  "job %s ran on worker %s, the one Slurm job %s started" % (jid, wid, wjob))
+        ckpts = os.path.join(state, "checkpoints")
+        check(os.path.isdir(ckpts) and len(os.listdir(ckpts)) == 4,
+              "checkpoints under the shared root %s: %s" % (ckpts, sorted(os.listdir(ckpts)) if os.path.isdir(ckpts) else []))
+        wlog = open(os.path.join(jobs_dir, "rdattn-worker-%s.out" % wjob)).read()
+        check(("--slots 1 --kind cpu" in wlog) and ("--checkpoint-root %s" % ckpts) in wlog and "--threads-per-rank 1" in wlog,
+              "worker.sbatch derived --slots 1 --kind cpu --threads-per-rank 1 from the allocation")
+
+        # ---- scancel: both jobs end, the coordinator removes its address and stops cleanly
+        run(["scancel", cjob, wjob], env)
+        wait_for("the service jobs to leave squeue",
+                 lambda: not ({cjob, wjob} & set(squeue_states(env))), 60)
+        check(True, "scancel %s %s: both jobs ended" % (cjob, wjob))
+        wait_for("the coordinator to remove its address file", lambda: not os.path.exists(addr_file), 20)
+        check(True, "coordinator.sbatch removed %s on SIGTERM" % addr_file)
+        clog = open(os.path.join(jobs_dir, "rdattn-coordinator-%s.out" % cjob)).read()
+        check("rdattn-coordinator stopped on SIGTERM" in clog, "coordinator.sbatch: the coordinator stopped on SIGTERM")
+
+        # ---- train.sbatch: 2 ranks on the one node, mpirun inside the allocation
+        out = os.path.join(TMP, "shared", "train-out")
+        job = os.path.join(TMP, "train-job.json")
+        with open(job, "w") as f:
+            json.dump({"run_id": "slurm-train", "init_seed": 1,
+                       "model": {"preset": "tiny", "arm": "rd"},
+                       "data": {"train_shards": [data + "/it_train_*.bin"], "val_shards": [data + "/it_val_000000.bin"],
+                                "test_shards": [data + "/it_test_000000.bin"], "tokenizer": "byte", "data_seed": 1,
+                                "val_windows": 8, "test_windows": 8},
+                       "optim": {"peak_lr": 3e-3, "warmup_steps": 2},
+                       "schedule": {"total_tokens": 4096, "global_batch_tokens": 512, "micro_batch_sequences": 4,
+                                    "milestones_tokens": [4096]},
+                       "parallel": {"world_size": 2, "threads_per_rank": 1},
+                       "checkpoint": {"dir": os.path.join(TMP, "shared", "train-ckpt"), "keep_last": 1}}, f)
+        tenv = dict(job_env, RDATTN_TRAIN_JOB=job, RDATTN_TRAIN_OUT=out)
+        # The container's OpenMPI settings from docs/communicator.md (root, oversubscription, shared memory).
+        tenv.update(OMPI_MCA_btl="self,vader", OMPI_MCA_btl_vader_single_copy_mechanism="none")
+        tjob = run(["sbatch", "--parsable", "--ntasks=2", os.path.join(args.deploy, "train.sbatch")],
+                   tenv, cwd=jobs_dir).stdout.strip().split(";")[0]
+        check(tjob.isdigit(), "sbatch --ntasks=2 train.sbatch: job %s" % tjob)
+        wait_for("train job %s to end" % tjob, lambda: tjob not in squeue_states(env), 120)
+        code_file = os.path.join(out, "exit_code")
+        check(os.path.exists(code_file) and open(code_file).read().strip() == "0",
+              "train.sbatch wrote exit_code 0 (%s)" % (open(code_file).read().strip() if os.path.exists(code_file) else "missing"))
+        for r in (0, 1):
+            check(os.path.exists(os.path.join(out, "rank%d.err" % r)), "rank %d of 2 ran (rank%d.err)" % (r, r))
+        with open(os.path.join(out, "events.jsonl")) as f:
+            evs = [json.loads(l) for l in f if l.strip()]
+        init = [e for e in evs if e.get("kind") == "KIND_INIT"]
+        check(len(init) == 1 and init[0].get("world_size", init[0].get("worldSize")) == 2,
+              "rank 0's KIND_INIT event says world size 2")
+        check(evs[-1].get("kind") == "KIND_FINISHED", "the run ended with KIND_FINISHED")
+        tlog = open(os.path.join(jobs_dir, "rdattn-train-%s.out" % tjob)).read()
+        check("2 rank(s)" in tlog and "finished: exit code 0" in tlog, "the train job's output reports 2 ranks, exit code 0")
+        ok = True
+    finally:
+        if not ok and TMP is not None:
+            dump_logs()
+        stop_everything(env)
+        left = processes_with_env("SLURM_CONF", env["SLURM_CONF"]) if env else []
+        print("cleanup: daemons stopped; processes left with our SLURM_CONF: %s" % left)
+        if ok and not args.keep:
+            shutil.rmtree(TMP, ignore_errors=True)
+        else:
+            print("kept %s" % TMP)
+    print("1 passed, 0 failed (%.0f s)" % (time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()
