@@ -42,7 +42,7 @@ pb::JobSpec Job(const std::string& id = kJob, const std::string& arm = "rd") {
 }
 
 Labels JobLabels(const std::string& id = kJob, const std::string& arm = "rd") {
-  return {{"sweep", "sw1"}, {"job", id}, {"arm", arm}, {"seed", "1"}, {"scale", "S"}};
+  return {{"sweep", "sw1"}, {"job_id", id}, {"arm", arm}, {"seed", "1"}, {"scale", "S"}};
 }
 
 Labels With(Labels labels, const Labels& extra) {
@@ -111,7 +111,7 @@ double Value(const std::vector<Sample>& samples, const std::string& name, const 
 size_t SeriesOfJob(const std::vector<Sample>& samples, const std::string& id) {
   size_t n = 0;
   for (const Sample& s : samples) {
-    auto it = s.labels.find("job");
+    auto it = s.labels.find("job_id");
     if (it != s.labels.end() && it->second == id) ++n;
   }
   return n;
@@ -205,8 +205,9 @@ TEST(WorkerMetricsTest, EventsBecomeGaugesAndHistograms) {
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_data_wait_seconds_bucket", With(job, {{"le", "0.0004"}})), 2);
 
   // No label is ever a step, a token count, a milestone, a lease or an attempt: every label
-  // of every series is one of the catalogue's.
-  const std::set<std::string> allowed = {"sweep", "job", "arm", "seed", "scale", "layer", "route", "le",
+  // of every series is one of the catalogue's. Nor `job`: Prometheus's scrape-job label would
+  // rename it exported_job (the job id is `job_id`).
+  const std::set<std::string> allowed = {"sweep", "job_id", "arm", "seed", "scale", "layer", "route", "le",
                                          "outcome", "state", "worker", "hostname", "hardware_kind",
                                          "device_name", "version"};
   for (const Sample& s : samples) {

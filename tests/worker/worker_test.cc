@@ -145,7 +145,7 @@ std::vector<testing::Sample> ScrapeWorker(int port) {
 
 size_t SeriesOfJob(const std::vector<testing::Sample>& samples) {
   size_t n = 0;
-  for (const auto& s : samples) n += s.labels.count("job") && s.labels.at("job") == kJobId;
+  for (const auto& s : samples) n += s.labels.count("job_id") && s.labels.at("job_id") == kJobId;
   return n;
 }
 
@@ -384,12 +384,12 @@ TEST(WorkerTest, RealTrainerRunsATinyJob) {
   // The real trainer's events as gauges: finite losses of a real run, and its progress.
   const auto samples = ScrapeWorker(port);
   for (const char* name : {"rdattn_train_loss", "rdattn_val_nll", "rdattn_train_step", "rdattn_job_budget_tokens"}) {
-    const auto found = testing::Find(samples, name, {{"job", kJobId}, {"arm", "rd"}});
+    const auto found = testing::Find(samples, name, {{"job_id", kJobId}, {"arm", "rd"}});
     ASSERT_EQ(found.size(), 1u) << name << "\n" << testing::HttpBody(testing::HttpGet(port));
     EXPECT_TRUE(std::isfinite(found[0].value) && found[0].value > 0) << name << " " << found[0].value_text;
   }
-  EXPECT_EQ(testing::Find(samples, "rdattn_train_step", {{"job", kJobId}})[0].value, 8);
-  EXPECT_EQ(testing::Find(samples, "rdattn_job_budget_tokens", {{"job", kJobId}})[0].value, 8 * 512);
+  EXPECT_EQ(testing::Find(samples, "rdattn_train_step", {{"job_id", kJobId}})[0].value, 8);
+  EXPECT_EQ(testing::Find(samples, "rdattn_job_budget_tokens", {{"job_id", kJobId}})[0].value, 8 * 512);
   ::kill(worker->pid(), SIGTERM);
   EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
   EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message() << "\n" << done->stderr_tail();
@@ -478,7 +478,7 @@ TEST(WorkerTest, ServesMetricsOfItsJobs) {
     std::this_thread::sleep_for(milliseconds(50));
   }
   const std::map<std::string, std::string> job = {
-      {"sweep", "sw1"}, {"job", kJobId}, {"arm", "rd"}, {"seed", "7"}, {"scale", "S"}};
+      {"sweep", "sw1"}, {"job_id", kJobId}, {"arm", "rd"}, {"seed", "7"}, {"scale", "S"}};
   auto value = [&](const std::string& name, std::map<std::string, std::string> labels) {
     auto s = testing::FindExact(samples, name, labels);
     EXPECT_TRUE(s.has_value()) << name << " missing; scraped:\n" << testing::HttpBody(testing::HttpGet(port));

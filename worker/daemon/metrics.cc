@@ -250,7 +250,7 @@ void WorkerMetrics::JobStarted(const pb::JobSpec& job) {
     series = std::make_unique<JobSeries>();
     const std::string& arm = job.arm().empty() ? job.run().model().arm() : job.arm();
     series->labels = {{"sweep", job.sweep_id()},
-                      {"job", job.job_id()},
+                      {"job_id", job.job_id()},
                       {"arm", arm},
                       {"seed", std::to_string(job.seed())},
                       {"scale", job.scale()}};
