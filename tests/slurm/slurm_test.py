@@ -14,9 +14,13 @@ Then, as a user of a cluster would:
      sweep SUCCEEDED, every job ran on the worker that the Slurm job started (its worker id file
      in the node-local workdir, and the node's hostname), both Slurm jobs were RUNNING during the
      sweep, checkpoints went to the shared checkpoint root;
-  3. scancel both jobs; checks: they leave squeue, the coordinator removed its address file and
-     both scripts logged a clean stop;
-  4. train.sbatch with 2 tasks on the node (mpirun inside the allocation): exit_code 0, both
+  3. a second sweep of longer jobs: `scancel --signal=TERM` on the worker job (what
+     `--signal=TERM@120` does before the time limit) makes the worker checkpoint the running job
+     and exit; a second worker job (submit-sweep.sh with RDATTN_SKIP_COORDINATOR=1) resumes it
+     at the step after the checkpoint; then `rdattn cancel` ends that sweep CANCELLED;
+  4. scancel the coordinator and the second worker job; checks: they leave squeue, the
+     coordinator removed its address file and logged a clean stop;
+  5. train.sbatch with 2 tasks on the node (mpirun inside the allocation): exit_code 0, both
      rank output files, and rank 0's events say world size 2 and end with KIND_FINISHED.
 Daemons and any process left with our SLURM_CONF are stopped at the end, pass or fail; on failure
 the daemon logs' tails and the job output files are printed.
@@ -313,6 +317,15 @@ def main():
         check(all(os.path.exists(os.path.join(data, "it_%s_000000.bin" % s)) for s in ("train", "val", "test")),
               "rdattn-data prepared train/val/test shards")
 
+        # ---- the scripts' own checks (no Slurm needed): a clear error naming what is missing
+        bad = run(["bash", os.path.join(args.deploy, "train.sbatch")], dict(env, RDATTN_BIN_DIR=b), check_rc=False)
+        check(bad.returncode == 2 and "RDATTN_TRAIN_JOB is not set" in bad.stderr,
+              "train.sbatch without RDATTN_TRAIN_JOB: %s" % bad.stderr.strip())
+        bad = run(["bash", os.path.join(args.deploy, "worker.sbatch")], dict(env, RDATTN_BIN_DIR=TMP + "/nowhere"),
+                  check_rc=False)
+        check(bad.returncode == 2 and "RDATTN_BIN_DIR=%s/nowhere" % TMP in bad.stderr,
+              "worker.sbatch with a wrong RDATTN_BIN_DIR: %s" % bad.stderr.strip())
+
         # ---- the service: coordinator and worker jobs via submit-sweep.sh
         state = os.path.join(TMP, "shared", "state")
         job_env = dict(env, RDATTN_BIN_DIR=b, RDATTN_STATE_DIR=state, TMPDIR=os.path.join(TMP, "nodetmp"),
@@ -403,11 +416,82 @@ max_attempts: 2
         check(("--slots 1 --kind cpu" in wlog) and ("--checkpoint-root %s" % ckpts) in wlog and "--threads-per-rank 1" in wlog,
               "worker.sbatch derived --slots 1 --kind cpu --threads-per-rank 1 from the allocation")
 
-        # ---- scancel: both jobs end, the coordinator removes its address and stops cleanly
-        run(["scancel", cjob, wjob], env)
+        # ---- preemption: SIGTERM to the worker job's steps (what --signal=TERM@120 does before
+        # the time limit) checkpoints the running job; a second worker job resumes it.
+        sweep2 = os.path.join(TMP, "sweep-preempt.yaml")
+        with open(sweep, "r") as f:
+            text2 = f.read()
+        text2 = text2.replace("name: slurm", "name: slurm-preempt").replace("seeds: [1, 2]", "seeds: [3]")
+        text2 = text2.replace("total_tokens: 4096\n  global_batch_tokens: 512\n  micro_batch_sequences: 4\n"
+                              "  milestones_tokens: [4096]",
+                              "total_tokens: 1638400\n  global_batch_tokens: 4096\n  micro_batch_sequences: 8\n"
+                              "  milestones_tokens: [1638400]")
+        check("1638400" in text2, "a second sweep of 400-step jobs")
+        with open(sweep2, "w") as f:
+            f.write(text2)
+        sid2 = run(client + ["submit", sweep2], env).stdout.strip()
+
+        def running_job():
+            g = run(client + ["get", sid2, "--format", "json"], env, check_rc=False)
+            if g.returncode != 0:
+                return None
+            for j in json.loads(g.stdout).get("jobs", []):
+                if j.get("state") == "JOB_STATE_RUNNING" and int(j.get("step", 0)) >= 5:
+                    return j
+            return None
+        j1 = wait_for("a job of %s to pass step 5" % sid2, running_job, 60)
+        jid = j1["job"].get("jobId", j1["job"].get("job_id"))
+        run(["scancel", "--signal=TERM", wjob], env)
+        wait_for("worker job %s to end after SIGTERM" % wjob, lambda: wjob not in squeue_states(env), 60)
+        wlog = open(os.path.join(jobs_dir, "rdattn-worker-%s.out" % wjob)).read()
+        check("received SIGTERM" in wlog and "exiting" in wlog,
+              "scancel --signal=TERM %s: the worker got SIGTERM, stopped its ranks and exited" % wjob)
+        doc2 = json.loads(run(client + ["get", sid2, "--format", "json"], env).stdout)
+        jst = [j for j in doc2["jobs"] if j["job"].get("jobId", j["job"].get("job_id")) == jid][0]
+        check(jst["state"] == "JOB_STATE_PENDING" and jst.get("lastCheckpointPath", jst.get("last_checkpoint_path")),
+              "%s is PENDING again with a checkpoint in the shared root (%s)" %
+              (jid, jst.get("lastCheckpointPath", jst.get("last_checkpoint_path"))))
+        sub2 = run(["bash", os.path.join(args.deploy, "submit-sweep.sh")], dict(job_env, RDATTN_SKIP_COORDINATOR="1"),
+                   cwd=jobs_dir, timeout=60)
+        wjob2 = dict(l.split("=", 1) for l in sub2.stdout.splitlines() if "=" in l).get("RDATTN_WORKER_JOB")
+        check(bool(wjob2) and "RDATTN_COORDINATOR_JOB" not in sub2.stdout,
+              "RDATTN_SKIP_COORDINATOR=1 submit-sweep.sh: worker job %s only" % wjob2)
+
+        def resumed():
+            g = json.loads(run(client + ["get", sid2, "--format", "json"], env).stdout)
+            j = [x for x in g["jobs"] if x["job"].get("jobId", x["job"].get("job_id")) == jid][0]
+            return j if int(j.get("attempts", 0)) == 2 and j.get("state") == "JOB_STATE_RUNNING" else None
+        wait_for("%s attempt 2 to run on worker job %s" % (jid, wjob2), resumed, 90)
+        run(client + ["cancel", sid2, "--reason", "test over"], env)
+        wait_for("sweep %s to end CANCELLED" % sid2,
+                 lambda: json.loads(run(client + ["get", sid2, "--format", "json"], env).stdout)["state"]
+                 == "SWEEP_STATE_CANCELLED", 60)
+        check(True, "rdattn cancel: sweep %s CANCELLED" % sid2)
+        w2 = run(client + ["watch", sid2, "--format", "json"], env, timeout=60, check_rc=False)
+        steps = {1: [], 2: []}
+        ckpt_step = None
+        for line in w2.stdout.splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            me = ev.get("metricEvent", ev.get("metric_event"))
+            if not me or me.get("jobId", me.get("job_id")) != jid:
+                continue
+            a = int(me.get("attempt", 0))
+            if me.get("kind") == "KIND_TRAIN_STEP" and a in steps:
+                steps[a].append(int(me.get("step", 0)))
+            if me.get("kind") == "KIND_CHECKPOINT" and a == 1:
+                ckpt_step = int(me.get("step", 0))
+        check(ckpt_step is not None and steps[2] and min(steps[2]) == ckpt_step + 1,
+              "attempt 2 resumed at step %s after attempt 1's checkpoint at step %s"
+              % (min(steps[2]) if steps[2] else None, ckpt_step))
+
+        # ---- scancel: the jobs end, the coordinator removes its address and stops cleanly
+        run(["scancel", cjob, wjob2], env)
         wait_for("the service jobs to leave squeue",
-                 lambda: not ({cjob, wjob} & set(squeue_states(env))), 60)
-        check(True, "scancel %s %s: both jobs ended" % (cjob, wjob))
+                 lambda: not ({cjob, wjob, wjob2} & set(squeue_states(env))), 60)
+        check(True, "scancel %s %s: the jobs ended" % (cjob, wjob2))
         wait_for("the coordinator to remove its address file", lambda: not os.path.exists(addr_file), 20)
         check(True, "coordinator.sbatch removed %s on SIGTERM" % addr_file)
         clog = open(os.path.join(jobs_dir, "rdattn-coordinator-%s.out" % cjob)).read()
