@@ -37,8 +37,13 @@ StatusOr<int64_t> ParsePageToken(const std::string& token) {
 
 }  // namespace
 
-Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options)
-    : clock_(clock), options_(options), store_(std::move(store)), rng_(std::random_device{}()) {}
+Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options,
+           CoreCounters* counters)
+    : clock_(clock),
+      counters_(counters),
+      options_(options),
+      store_(std::move(store)),
+      rng_(std::random_device{}()) {}
 
 Core::~Core() { Shutdown(); }
 

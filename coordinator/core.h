@@ -15,11 +15,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 #include "coordinator/clock.h"
@@ -43,10 +45,37 @@ struct CoreOptions {
   int default_max_attempts = 3;  // for sweeps with max_attempts = 0
 };
 
+// What the core counts for the metrics (docs/metrics.md, coordinator/metrics.h implements it).
+// Called after the store transaction that did the thing has committed, with mu_ held: keep the
+// implementation cheap and non-blocking. Thread-safe.
+class CoreCounters {
+ public:
+  virtual ~CoreCounters() = default;
+  virtual void LeasesExpired(int n) = 0;       // leases the reaper ended
+  virtual void JobsRetried(int n) = 0;         // attempts that ended unsuccessfully and were requeued
+  virtual void MetricEventsStored(int n) = 0;  // new (not duplicate) metric events stored
+};
+
+// The store's state for the scheduling gauges (docs/metrics.md, "Coordinator"), read at once.
+struct StateCounts {
+  std::map<JobState, int64_t> jobs;      // states without jobs absent
+  std::map<SweepState, int64_t> sweeps;  // states without sweeps absent
+  // Sweeps that are not terminal or ended less than the retention ago: their jobs by state.
+  std::map<std::string, std::map<JobState, int64_t>> sweep_jobs;
+  struct Worker {
+    std::string id;
+    bool alive = false;  // seen (heartbeat, poll, registration) within the lease time
+    int free_slots = 0;
+    int busy_slots = 0;
+  };
+  std::vector<Worker> workers;  // every registered worker, by id
+};
+
 class Core {
  public:
-  // `clock` is borrowed and must outlive the core.
-  Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options);
+  // `clock` is borrowed and must outlive the core. `counters` likewise, or null (no metrics).
+  Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options,
+       CoreCounters* counters = nullptr);
   ~Core();  // Shutdown()
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
@@ -98,6 +127,10 @@ class Core {
   // when a cancel was pending). Returns how many. The reaper calls it.
   StatusOr<int> ExpireLeases();
 
+  // The gauges' view of the store (one consistent read). A terminal sweep is in sweep_jobs
+  // while now < its end time + `retention`.
+  StatusOr<StateCounts> ReadStateCounts(absl::Duration retention);
+
  private:
   // What a job event needs besides the job row.
   struct EventContext {
@@ -131,6 +164,7 @@ class Core {
   void ReaperLoop();
 
   const Clock* clock_;  // never null
+  CoreCounters* const counters_;  // null: metrics off
   const CoreOptions options_;
 
   absl::Mutex mu_;

@@ -265,6 +265,7 @@ StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
     return Status::Ok();
   });
   RDATTN_RETURN_IF_ERROR(st);
+  if (counters_ != nullptr && result.stored) counters_->MetricEventsStored(1);
   return result;
 }
 
@@ -311,6 +312,7 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
     return Status::Ok();
   });
   RDATTN_RETURN_IF_ERROR(st);
+  if (counters_ != nullptr && resp.will_retry()) counters_->JobsRetried(1);
   return resp;
 }
 
@@ -321,7 +323,10 @@ StatusOr<int> Core::ExpireLeases() {
 
 StatusOr<int> Core::ExpireLeasesLocked() {
   int expired = 0;
+  int retried = 0;
   Status st = store_->Transaction([&]() -> Status {
+    expired = 0;
+    retried = 0;
     RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListExpiredLeases(NowMicros()));
     for (JobRow& job : jobs) {
       EventContext ctx;
@@ -329,13 +334,40 @@ StatusOr<int> Core::ExpireLeasesLocked() {
       ctx.reason = "lease expired on worker " + job.worker_id + " (attempt " +
                    std::to_string(job.attempts) + ")";
       LOG(WARNING) << "job " << job.id << ": " << ctx.reason;
-      RDATTN_RETURN_IF_ERROR(ApplyJobEvent(job, JobEvent::kLeaseExpired, ctx).status());
+      RDATTN_ASSIGN_OR_RETURN(JobState next, ApplyJobEvent(job, JobEvent::kLeaseExpired, ctx));
       ++expired;
+      if (next == JobState::kPending) ++retried;
     }
     return Status::Ok();
   });
   RDATTN_RETURN_IF_ERROR(st);
+  if (counters_ != nullptr) {
+    if (expired > 0) counters_->LeasesExpired(expired);
+    if (retried > 0) counters_->JobsRetried(retried);
+  }
   return expired;
+}
+
+StatusOr<StateCounts> Core::ReadStateCounts(absl::Duration retention) {
+  // mu_ serializes every store access, so these reads see one state without a transaction.
+  absl::MutexLock lock(&mu_);
+  const int64_t now = NowMicros();
+  StateCounts out;
+  RDATTN_ASSIGN_OR_RETURN(out.jobs, store_->CountJobsByState());
+  RDATTN_ASSIGN_OR_RETURN(out.sweeps, store_->CountSweepsByState());
+  RDATTN_ASSIGN_OR_RETURN(out.sweep_jobs,
+                          store_->CountSweepJobs(now - absl::ToInt64Microseconds(retention)));
+  RDATTN_ASSIGN_OR_RETURN(std::vector<WorkerRow> workers, store_->ListWorkers());
+  const int64_t alive_since = now - absl::ToInt64Microseconds(options_.lease_ttl);
+  for (const WorkerRow& w : workers) {
+    StateCounts::Worker m;
+    m.id = w.id;
+    m.alive = w.last_seen_us >= alive_since;
+    m.free_slots = std::clamp(w.free_slots, 0, std::max(0, w.slots));
+    m.busy_slots = std::max(0, w.slots) - m.free_slots;
+    out.workers.push_back(std::move(m));
+  }
+  return out;
 }
 
 }  // namespace rdattn::coordinator

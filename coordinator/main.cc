@@ -23,6 +23,7 @@
 #include "coordinator/auth.h"
 #include "coordinator/clock.h"
 #include "coordinator/core.h"
+#include "coordinator/metrics.h"
 #include "coordinator/service.h"
 #include "coordinator/store.h"
 
@@ -37,6 +38,11 @@ ABSL_FLAG(std::string, tokens_file, "",
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (TLS when given with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(int, shutdown_grace_seconds, 5, "on SIGTERM/SIGINT: time in-flight calls get to finish");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port to serve Prometheus metrics on at /metrics; port 0 picks a free port; "
+          "empty: no metrics");
+ABSL_FLAG(int, metrics_retention, 300,
+          "seconds a terminal sweep keeps its rdattn_sweep_jobs series (>= 0)");
 
 namespace {
 
@@ -112,6 +118,9 @@ int main(int argc, char** argv) {
                  << ": leases will expire between heartbeats";
   }
   if (absl::GetFlag(FLAGS_max_attempts) <= 0) return Fail(InvalidArgumentError("--max-attempts: must be > 0"));
+  const int metrics_retention_s = absl::GetFlag(FLAGS_metrics_retention);
+  if (metrics_retention_s < 0) return Fail(InvalidArgumentError("--metrics-retention: must be >= 0"));
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
 
   Authenticator auth;
   const std::string tokens_file = absl::GetFlag(FLAGS_tokens_file);
@@ -132,18 +141,33 @@ int main(int argc, char** argv) {
   StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path);
   if (!store.ok()) return Fail(store.status());
 
+  // Declared before the core and the server, which borrow it (destroyed after them).
+  std::unique_ptr<CoordinatorMetrics> metrics;
+  if (!metrics_listen.empty()) metrics = std::make_unique<CoordinatorMetrics>();
+
   SystemClock clock;
   CoreOptions options;
   options.lease_ttl = absl::Seconds(lease_s);
   options.heartbeat_interval = absl::Seconds(heartbeat_s);
   options.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.reap_interval = std::min(absl::Seconds(1), options.lease_ttl / 4);
-  Core core(std::move(*store), &clock, options);
+  Core core(std::move(*store), &clock, options, metrics.get());
   core.StartReaper();
+
+  // Declared after the core: destroyed (no more scrapes) before it.
+  std::unique_ptr<MetricsExposer> exposer;
+  if (metrics) {
+    StatusOr<std::unique_ptr<MetricsExposer>> started = MetricsExposer::Start(
+        metrics_listen,
+        {metrics->registry(), std::make_shared<StateCollector>(&core, absl::Seconds(metrics_retention_s))});
+    if (!started.ok()) return Fail(started.status());
+    exposer = std::move(*started);
+  }
 
   ServerOptions server_options;
   server_options.listen = absl::GetFlag(FLAGS_listen);
   server_options.credentials = *creds;
+  server_options.metrics = metrics.get();
   StatusOr<std::unique_ptr<CoordinatorServer>> server =
       CoordinatorServer::Start(&core, &auth, server_options);
   if (!server.ok()) return Fail(server.status());
@@ -155,6 +179,13 @@ int main(int argc, char** argv) {
   LOG(INFO) << "rdattn-coordinator serving on " << host << ":" << (*server)->port() << " ("
             << (*creds ? "TLS" : "plaintext") << "), database " << db_path << ", lease " << lease_s
             << " s, heartbeat " << heartbeat_s << " s";
+  if (exposer) {
+    // One line, on stderr: how tests and scripts find a port-0 endpoint (docs/metrics.md).
+    std::fprintf(stderr, "rdattn-coordinator: metrics on %s\n", exposer->url().c_str());
+    std::fflush(stderr);
+  } else {
+    LOG(INFO) << "metrics off (no --metrics-listen)";
+  }
 
   CoordinatorServer* srv = server->get();
   const absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));

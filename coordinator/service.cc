@@ -8,7 +8,9 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
+#include "coordinator/metrics.h"
 #include "proto/contract/contract.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 
@@ -175,6 +177,11 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Core* core
                            &s->port_);
   builder.RegisterService(s->sweep_service_.get());
   builder.RegisterService(s->worker_service_.get());
+  if (options.metrics != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(options.metrics->NewInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     return UnavailableError("cannot listen on " + options.listen);

@@ -495,6 +495,52 @@ StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
   return f;
 }
 
+StatusOr<std::map<JobState, int64_t>> Store::CountJobsByState() {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+  std::map<JobState, int64_t> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(0))));
+    out[state] += s.Int(1);
+  }
+  return out;
+}
+
+StatusOr<std::map<SweepState, int64_t>> Store::CountSweepsByState() {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("SELECT state, COUNT(*) FROM sweeps GROUP BY state"));
+  std::map<SweepState, int64_t> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RDATTN_ASSIGN_OR_RETURN(SweepState state, SweepStateFromProto(static_cast<int>(s.Int(0))));
+    out[state] += s.Int(1);
+  }
+  return out;
+}
+
+StatusOr<std::map<std::string, std::map<JobState, int64_t>>> Store::CountSweepJobs(
+    int64_t ended_after_us) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare("SELECT s.id, j.state, COUNT(j.id) FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id "
+                   "WHERE s.state NOT IN (?1, ?2, ?3) OR s.end_us > ?4 GROUP BY s.id, j.state"));
+  s.Bind(1, static_cast<int>(pb::SWEEP_STATE_SUCCEEDED))
+      .Bind(2, static_cast<int>(pb::SWEEP_STATE_FAILED))
+      .Bind(3, static_cast<int>(pb::SWEEP_STATE_CANCELLED))
+      .Bind(4, ended_after_us);
+  std::map<std::string, std::map<JobState, int64_t>> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    std::map<JobState, int64_t>& counts = out[s.Text(0)];
+    if (s.IsNull(1)) continue;  // a sweep without jobs
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(1))));
+    counts[state] += s.Int(2);
+  }
+  return out;
+}
+
 // --- attempts ------------------------------------------------------------------------------
 
 Status Store::InsertAttempt(const AttemptRow& r) {
@@ -654,6 +700,13 @@ Status Store::TouchWorker(const std::string& id, int64_t now_us, int free_slots)
       SqliteStmt s, db_->Prepare("UPDATE workers SET last_seen_us = ?2, free_slots = ?3 WHERE id = ?1"));
   s.Bind(1, id).Bind(2, now_us).Bind(3, free_slots);
   return s.Run();
+}
+
+StatusOr<std::vector<WorkerRow>> Store::ListWorkers() {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("SELECT id, hostname, kind, slots, free_slots, registration, "
+                                 "registered_us, last_seen_us FROM workers ORDER BY id"));
+  return ReadAll<WorkerRow>(s, ReadWorker);
 }
 
 StatusOr<std::map<HardwareKind, int>> Store::LiveWorkersByKind(int64_t since_us) {

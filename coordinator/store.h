@@ -159,6 +159,12 @@ class Store {
   // Kinds every pair group with a PENDING job has run on (from its attempts).
   StatusOr<std::map<std::string, std::set<HardwareKind>>> PendingGroupKinds();
   StatusOr<SweepFacts> GetSweepFacts(const std::string& sweep_id);
+  // Metrics (docs/metrics.md): jobs and sweeps counted by state (states with no row absent).
+  StatusOr<std::map<JobState, int64_t>> CountJobsByState();
+  StatusOr<std::map<SweepState, int64_t>> CountSweepsByState();
+  // Jobs by state of every sweep that is not terminal or ended after `ended_after_us`. Every
+  // such sweep appears (with an empty map if it has no job).
+  StatusOr<std::map<std::string, std::map<JobState, int64_t>>> CountSweepJobs(int64_t ended_after_us);
 
   // --- attempts
   Status InsertAttempt(const AttemptRow& row);
@@ -182,6 +188,7 @@ class Store {
   Status UpsertWorker(const WorkerRow& row);
   StatusOr<std::optional<WorkerRow>> GetWorker(const std::string& id);
   Status TouchWorker(const std::string& id, int64_t now_us, int free_slots);
+  StatusOr<std::vector<WorkerRow>> ListWorkers();  // by id
   // Workers seen at or after `since_us`, counted by kind.
   StatusOr<std::map<HardwareKind, int>> LiveWorkersByKind(int64_t since_us);
 
