@@ -1,6 +1,8 @@
 // rdattn-coordinator: opens the SQLite store, serves SweepService, WorkerService and
 // grpc.health.v1, expires leases, and shuts down gracefully on SIGTERM/SIGINT. The first line on
 // stdout is "listening on HOST:PORT" (tests read the OS-chosen port from it); logs go to stderr.
+// With --metrics-listen it serves Prometheus metrics at /metrics (docs/metrics.md) and logs one
+// line "rdattn-coordinator: metrics on http://HOST:PORT/metrics" with the bound port.
 // docs/coordinator.md lists the flags. Flags are spelled --flag-name (as documented) or
 // --flag_name (abseil's spelling).
 #include <absl/flags/flag.h>

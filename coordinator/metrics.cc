@@ -149,7 +149,8 @@ void CoordinatorMetrics::RecordRpc(std::string_view full_method, grpc::StatusCod
     method = std::string(full_method.substr(full_method.rfind('/') + 1));
   }
   grpc_requests_.Add({{"method", method}, {"code", std::string(GrpcCodeName(code))}}).Increment();
-  grpc_duration_.Add({{"method", method}}, GrpcDurationBuckets()).Observe(seconds);
+  static const std::vector<double>* const kBuckets = new std::vector<double>(GrpcDurationBuckets());
+  grpc_duration_.Add({{"method", method}}, *kBuckets).Observe(seconds);
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> CoordinatorMetrics::NewInterceptorFactory() {
