@@ -8,6 +8,7 @@
 #   RDATTN_COORDINATOR_JOB=123
 #   RDATTN_WORKER_JOB=124
 #   RDATTN_COORDINATOR=node01:40123      (only with SWEEP.yaml)
+#   RDATTN_COORDINATOR_METRICS=node01:9401  (only with SWEEP.yaml and RDATTN_COORDINATOR_METRICS_LISTEN)
 #   RDATTN_SWEEP=sw-1a2b3c4d             (only with SWEEP.yaml)
 # With a sweep file it waits (RDATTN_COORDINATOR_WAIT seconds, default 600) for the coordinator's
 # address file and submits the sweep with `rdattn submit`. Follow it with
@@ -77,6 +78,10 @@ while [ ! -s "$ADDR_FILE" ]; do
 done
 addr=$(head -n 1 "$ADDR_FILE")
 echo "RDATTN_COORDINATOR=$addr"
+# coordinator.sbatch writes coordinator.env (with the metrics address, if any) before the address.
+ENV_FILE=${ADDR_FILE%.addr}.env
+[ "$ENV_FILE" != "$ADDR_FILE" ] || ENV_FILE=$ADDR_FILE.env
+grep -s '^RDATTN_COORDINATOR_METRICS=' "$ENV_FILE" || true
 sid=$("$RDATTN" --coordinator "$addr" submit "$SWEEP") || die "rdattn submit $SWEEP failed"
 echo "RDATTN_SWEEP=$sid"
 log "sweep $sid submitted; follow it with: $RDATTN --coordinator $addr watch $sid"

@@ -9,17 +9,27 @@ run as child processes on free ports, with their state and spool directories her
 Then, as a user of a cluster would:
   1. deploy/slurm/submit-sweep.sh sbatch's coordinator.sbatch, then worker.sbatch (dependency
      after the coordinator started); the coordinator publishes its bound address in the state
-     folder, the worker job reads it;
+     folder, the worker job reads it. Metrics are on: RDATTN_COORDINATOR_METRICS_LISTEN with port
+     0 (the script reads the bound port from the coordinator's log line and publishes it in
+     coordinator.env), RDATTN_WORKER_METRICS_LISTEN with a free fixed port, RDATTN_PROM_SD_DIR in
+     the temporary folder: the file_sd JSON of the coordinator and of the worker carry the bound
+     ports and the job/node/slurm_job_id(/kind) labels; a real `prometheus` with file_sd configs
+     on that folder discovers and scrapes both;
   2. `rdattn submit` a tiny sweep (2 arms x 2 seeds, 8 steps), `rdattn watch` it; checks: the
      sweep SUCCEEDED, every job ran on the worker that the Slurm job started (its worker id file
      in the node-local workdir, and the node's hostname), both Slurm jobs were RUNNING during the
-     sweep, checkpoints went to the shared checkpoint root;
+     sweep, checkpoints went to the shared checkpoint root; the worker's /metrics has
+     rdattn_train_loss and rdattn_val_nll for each job with its job_id and arm, the coordinator's
+     rdattn_jobs{state="succeeded"} is 4, `promtool check metrics` accepts both expositions, and
+     Prometheus has both file_sd targets up with their labels;
   3. a second sweep of longer jobs: `scancel --signal=TERM` on the worker job (what
      `--signal=TERM@120` does before the time limit) makes the worker checkpoint the running job
-     and exit; a second worker job (submit-sweep.sh with RDATTN_SKIP_COORDINATOR=1) resumes it
-     at the step after the checkpoint; then `rdattn cancel` ends that sweep CANCELLED;
+     and exit, and its file_sd file goes; a second worker job (submit-sweep.sh with
+     RDATTN_SKIP_COORDINATOR=1, metrics port 0) publishes its bound port in its own file_sd file
+     and resumes the job at the step after the checkpoint; then `rdattn cancel` ends that sweep
+     CANCELLED;
   4. scancel the coordinator and the second worker job; checks: they leave squeue, the
-     coordinator removed its address file and logged a clean stop;
+     coordinator removed its address file and logged a clean stop, no file_sd file is left;
   5. train.sbatch with 2 tasks on the node (mpirun inside the allocation): exit_code 0, both
      rank output files, and rank 0's events say world size 2 and end with KIND_FINISHED.
 Daemons and any process left with our SLURM_CONF are stopped at the end, pass or fail; on failure
@@ -37,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 DAEMONS = []  # (name, Popen, log path)
 TMP = None
@@ -231,6 +242,40 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """.format(host=host, sock=munge_socket, cport=ctld_port, dport=slurmd_port, d=d, cpus=cpus, mem=mem_mb)
 
 
+def http_get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def read_sd(path):
+    """(target, labels) of a one-group file_sd JSON file, checking its file_sd shape."""
+    with open(path) as f:
+        groups = json.load(f)
+    check(isinstance(groups, list) and len(groups) == 1 and isinstance(groups[0].get("targets"), list)
+          and len(groups[0]["targets"]) == 1 and isinstance(groups[0].get("labels"), dict),
+          "%s parses as file_sd JSON: %s" % (os.path.basename(path), json.dumps(groups)))
+    return groups[0]["targets"][0], groups[0]["labels"]
+
+
+def promtool_accepts(promtool, name, text):
+    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    check(lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(),
+          "promtool check metrics accepts the %s's exposition (%d lines)%s" %
+          (name, len(text.splitlines()), (": " + lint.stdout + lint.stderr) if lint.returncode else ""))
+
+
+def series_labels(text, name):
+    """Label dicts of every sample of metric `name` in a Prometheus text exposition."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            body = line[len(name) + 1:line.rindex("}")]
+            out.append(dict((k, v.strip('"')) for k, v in (kv.split("=", 1) for kv in body.split('",') if kv)))
+        elif line.startswith(name + " "):
+            out.append({})
+    return out
+
+
 def squeue_states(env):
     q = run(["squeue", "-h", "-o", "%i %T"], env, check_rc=False)
     return dict(line.split() for line in q.stdout.splitlines() if line.strip())
@@ -242,6 +287,8 @@ def main():
     ap.add_argument("--bin", required=True, help="build dir with the binaries")
     ap.add_argument("--deploy", required=True, help="deploy/slurm folder with the scripts")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
+    ap.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
     args = ap.parse_args()
     args.deploy = os.path.abspath(args.deploy)
     args.bin = os.path.abspath(args.bin)
@@ -252,6 +299,11 @@ def main():
     for tool in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "sinfo", "scancel", "mpirun"):
         if shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
             print("slurm_test: %s not found; scripts/setup.sh installs slurm-wlm, munge and openmpi-bin" % tool)
+            sys.exit(1)
+    for tool in (args.promtool, args.prometheus):
+        if not os.access(tool, os.X_OK):
+            print("slurm_test: %s not found; Debian's prometheus package (scripts/setup.sh) has promtool and "
+                  "prometheus (or pass --promtool/--prometheus)" % tool)
             sys.exit(1)
     b = args.bin
     binaries = {"coordinator": "coordinator/rdattn-coordinator", "worker": "worker/daemon/rdattn-worker",
@@ -325,13 +377,24 @@ def main():
                   check_rc=False)
         check(bad.returncode == 2 and "RDATTN_BIN_DIR=%s/nowhere" % TMP in bad.stderr,
               "worker.sbatch with a wrong RDATTN_BIN_DIR: %s" % bad.stderr.strip())
+        for script in ("worker.sbatch", "coordinator.sbatch"):
+            bad = run(["bash", os.path.join(args.deploy, script)],
+                      dict(env, RDATTN_BIN_DIR=b, RDATTN_METRICS_LISTEN="0.0.0.0:9402",
+                           RDATTN_STATE_DIR=os.path.join(TMP, "nostate")), check_rc=False)
+            check(bad.returncode == 2 and "RDATTN_WORKER_METRICS_LISTEN" in bad.stderr
+                  and "RDATTN_COORDINATOR_METRICS_LISTEN" in bad.stderr,
+                  "%s with the old RDATTN_METRICS_LISTEN: %s" % (script, bad.stderr.strip()))
 
         # ---- the service: coordinator and worker jobs via submit-sweep.sh
         state = os.path.join(TMP, "shared", "state")
         job_env = dict(env, RDATTN_BIN_DIR=b, RDATTN_STATE_DIR=state, TMPDIR=os.path.join(TMP, "nodetmp"),
                        RDATTN_COORDINATOR_ARGS="--lease-seconds 30 --heartbeat-seconds 1",
                        RDATTN_COORDINATOR_WAIT="120", RDATTN_WORKER_STOP_GRACE="5",
-                       RDATTN_METRICS_LISTEN="", RDATTN_PROM_SD_DIR="")
+                       RDATTN_METRICS_LISTEN="", RDATTN_PROM_SD_DIR=os.path.join(TMP, "shared", "file_sd"),
+                       RDATTN_COORDINATOR_METRICS_LISTEN="127.0.0.1:0")
+        sd_dir = job_env["RDATTN_PROM_SD_DIR"]
+        worker_metrics_port = free_port()
+        job_env["RDATTN_WORKER_METRICS_LISTEN"] = "127.0.0.1:%d" % worker_metrics_port
         # The advertised host is the node's hostname (the default) when it resolves to this
         # machine's loopback, as in containers; otherwise the test pins 127.0.0.1.
         try:
@@ -352,10 +415,48 @@ def main():
         check(addr.rsplit(":", 1)[1].isdigit() and int(addr.rsplit(":", 1)[1]) > 0,
               "coordinator.sbatch published its bound address %s" % addr)
         with open(os.path.join(state, "coordinator.env")) as f:
-            check(("RDATTN_COORDINATOR_JOB_ID=%s" % cjob) in f.read(), "coordinator.env names job %s" % cjob)
+            cenv = dict(l.split("=", 1) for l in f.read().splitlines() if "=" in l)
+        check(cenv.get("RDATTN_COORDINATOR_JOB_ID") == cjob, "coordinator.env names job %s" % cjob)
+        cmetrics = cenv.get("RDATTN_COORDINATOR_METRICS", "")
+        check(cmetrics.startswith("127.0.0.1:") and int(cmetrics.rsplit(":", 1)[1]) > 0,
+              "coordinator.env: RDATTN_COORDINATOR_METRICS=%s (the port bound for port 0)" % cmetrics)
+        clog_path = os.path.join(jobs_dir, "rdattn-coordinator-%s.out" % cjob)
+        check("rdattn-coordinator: metrics on http://%s/metrics" % cmetrics in open(clog_path).read(),
+              "the coordinator's own log line names the same port (the job output still has its stderr)")
         wait_for("both Slurm jobs RUNNING",
                  lambda: squeue_states(env).get(cjob) == "RUNNING" and squeue_states(env).get(wjob) == "RUNNING", 90)
         check(True, "squeue: coordinator job %s and worker job %s RUNNING" % (cjob, wjob))
+
+        # ---- metrics: file_sd targets of both jobs, and a real Prometheus discovering them
+        csd = os.path.join(sd_dir, "rdattn-coordinator-%s.json" % cjob)
+        check(os.path.exists(csd), "coordinator.sbatch wrote %s" % csd)
+        target, labels = read_sd(csd)
+        check(target == cmetrics and labels == {"job": "rdattn-coordinator", "node": socket.gethostname(),
+                                                "slurm_job_id": cjob},
+              "coordinator file_sd: target %s, labels %s" % (target, labels))
+
+        def worker_sd(job):
+            found = [f for f in os.listdir(sd_dir) if f.startswith("rdattn-worker-") and f.endswith("-%s.json" % job)]
+            return os.path.join(sd_dir, found[0]) if found else None
+        wsd = wait_for("worker job %s's file_sd file in %s" % (wjob, sd_dir), lambda: worker_sd(wjob), 60)
+        target, labels = read_sd(wsd)
+        wmetrics = "127.0.0.1:%d" % worker_metrics_port
+        check(target == wmetrics and labels == {"job": "rdattn-worker", "node": socket.gethostname(),
+                                                "slurm_job_id": wjob, "kind": "cpu"},
+              "worker file_sd %s: target %s, labels %s" % (os.path.basename(wsd), target, labels))
+        prom = "127.0.0.1:%d" % free_port()
+        pcfg = os.path.join(TMP, "prometheus.yml")
+        with open(pcfg, "w") as f:
+            f.write("""global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: rdattn-coordinator
+    file_sd_configs: [{files: ["%(d)s/rdattn-coordinator-*.json"], refresh_interval: 5s}]
+  - job_name: rdattn-worker
+    file_sd_configs: [{files: ["%(d)s/rdattn-worker-*.json"], refresh_interval: 5s}]
+""" % {"d": sd_dir})
+        start_daemon("prometheus", [args.prometheus, "--config.file=" + pcfg, "--web.listen-address=" + prom,
+                                    "--storage.tsdb.path=" + os.path.join(TMP, "tsdb")], env)
 
         sweep = os.path.join(TMP, "sweep.yaml")
         with open(sweep, "w") as f:
@@ -416,6 +517,32 @@ max_attempts: 2
         check(("--slots 1 --kind cpu" in wlog) and ("--checkpoint-root %s" % ckpts) in wlog and "--threads-per-rank 1" in wlog,
               "worker.sbatch derived --slots 1 --kind cpu --threads-per-rank 1 from the allocation")
 
+        # ---- the endpoints after the sweep
+        wtext = http_get("http://%s/metrics" % wmetrics)
+        arms = {j["job"].get("jobId", j["job"].get("job_id")): j["job"].get("arm") for j in jobs}
+        for metric in ("rdattn_train_loss", "rdattn_val_nll"):
+            got = {(l.get("job_id"), l.get("arm")) for l in series_labels(wtext, metric) if l.get("sweep") == sid}
+            check(got == set(arms.items()), "worker /metrics: %s for each job with its job_id and arm: %s"
+                  % (metric, sorted(got)))
+        promtool_accepts(args.promtool, "worker", wtext)
+        ctext = http_get("http://%s/metrics" % cmetrics)
+        check('rdattn_jobs{state="succeeded"} 4' in ctext.splitlines(),
+              "coordinator /metrics: %s" % [l for l in ctext.splitlines() if l.startswith("rdattn_jobs{")])
+        promtool_accepts(args.promtool, "coordinator", ctext)
+
+        def prom_targets():
+            try:
+                t = json.loads(http_get("http://%s/api/v1/targets?state=active" % prom, timeout=5))["data"]["activeTargets"]
+            except (OSError, ValueError, KeyError):
+                return None
+            up = {x["labels"].get("job"): x for x in t if x.get("health") == "up"}
+            return up if {"rdattn-coordinator", "rdattn-worker"} <= set(up) else None
+        up = wait_for("prometheus to discover and scrape both file_sd targets", prom_targets, 40)
+        pw, pc = up["rdattn-worker"]["labels"], up["rdattn-coordinator"]["labels"]
+        check(pw.get("instance") == wmetrics and pw.get("slurm_job_id") == wjob and pw.get("kind") == "cpu"
+              and pc.get("instance") == cmetrics and pc.get("slurm_job_id") == cjob,
+              "prometheus (file_sd on %s): targets up: worker %s, coordinator %s" % (sd_dir, pw, pc))
+
         # ---- preemption: SIGTERM to the worker job's steps (what --signal=TERM@120 does before
         # the time limit) checkpoints the running job; a second worker job resumes it.
         sweep2 = os.path.join(TMP, "sweep-preempt.yaml")
@@ -446,12 +573,14 @@ max_attempts: 2
         wlog = open(os.path.join(jobs_dir, "rdattn-worker-%s.out" % wjob)).read()
         check("received SIGTERM" in wlog and "exiting" in wlog,
               "scancel --signal=TERM %s: the worker got SIGTERM, stopped its ranks and exited" % wjob)
+        check(not os.path.exists(wsd), "worker job %s removed its file_sd file %s" % (wjob, os.path.basename(wsd)))
         doc2 = json.loads(run(client + ["get", sid2, "--format", "json"], env).stdout)
         jst = [j for j in doc2["jobs"] if j["job"].get("jobId", j["job"].get("job_id")) == jid][0]
         check(jst["state"] == "JOB_STATE_PENDING" and jst.get("lastCheckpointPath", jst.get("last_checkpoint_path")),
               "%s is PENDING again with a checkpoint in the shared root (%s)" %
               (jid, jst.get("lastCheckpointPath", jst.get("last_checkpoint_path"))))
-        sub2 = run(["bash", os.path.join(args.deploy, "submit-sweep.sh")], dict(job_env, RDATTN_SKIP_COORDINATOR="1"),
+        sub2 = run(["bash", os.path.join(args.deploy, "submit-sweep.sh")],
+                   dict(job_env, RDATTN_SKIP_COORDINATOR="1", RDATTN_WORKER_METRICS_LISTEN="127.0.0.1:0"),
                    cwd=jobs_dir, timeout=60)
         wjob2 = dict(l.split("=", 1) for l in sub2.stdout.splitlines() if "=" in l).get("RDATTN_WORKER_JOB")
         check(bool(wjob2) and "RDATTN_COORDINATOR_JOB" not in sub2.stdout,
@@ -462,6 +591,15 @@ max_attempts: 2
             j = [x for x in g["jobs"] if x["job"].get("jobId", x["job"].get("job_id")) == jid][0]
             return j if int(j.get("attempts", 0)) == 2 and j.get("state") == "JOB_STATE_RUNNING" else None
         wait_for("%s attempt 2 to run on worker job %s" % (jid, wjob2), resumed, 90)
+        wsd2 = wait_for("worker job %s's file_sd file" % wjob2, lambda: worker_sd(wjob2), 30)
+        target2, labels2 = read_sd(wsd2)
+        check(target2.startswith("127.0.0.1:") and int(target2.rsplit(":", 1)[1]) > 0
+              and labels2.get("slurm_job_id") == wjob2,
+              "worker job %s with metrics port 0: file_sd target %s (the bound port), labels %s" % (wjob2, target2, labels2))
+        wait_for("the second worker's rdattn_train_loss for %s" % jid,
+                 lambda: [l for l in series_labels(http_get("http://%s/metrics" % target2), "rdattn_train_loss")
+                          if l.get("job_id") == jid], 30)
+        check(True, "the second worker serves rdattn_train_loss{job_id=\"%s\"} on %s" % (jid, target2))
         run(client + ["cancel", sid2, "--reason", "test over"], env)
         wait_for("sweep %s to end CANCELLED" % sid2,
                  lambda: json.loads(run(client + ["get", sid2, "--format", "json"], env).stdout)["state"]
@@ -496,6 +634,7 @@ max_attempts: 2
         check(True, "coordinator.sbatch removed %s on SIGTERM" % addr_file)
         clog = open(os.path.join(jobs_dir, "rdattn-coordinator-%s.out" % cjob)).read()
         check("rdattn-coordinator stopped on SIGTERM" in clog, "coordinator.sbatch: the coordinator stopped on SIGTERM")
+        check(not os.listdir(sd_dir), "no file_sd file left in %s after scancel: %s" % (sd_dir, os.listdir(sd_dir)))
 
         # ---- train.sbatch: 2 ranks on the one node, mpirun inside the allocation
         out = os.path.join(TMP, "shared", "train-out")
