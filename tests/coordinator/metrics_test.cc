@@ -30,6 +30,7 @@
 #include "coordinator/store.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/test_util.h"
+#include "tests/coordinator/tiny_sweep.h"
 
 namespace rdattn::coordinator {
 namespace {
@@ -39,30 +40,7 @@ namespace pb = ::rdattn::v1;
 constexpr char kResearcher[] = "tok-alice-researcher-0123456789";
 constexpr char kWorkerToken[] = "tok-worker-0123456789";
 
-// A valid sweep of the tiny byte-level model: |seeds| x {block, rd}.
-pb::SweepSpec TinySweep(std::vector<uint64_t> seeds, int max_attempts) {
-  pb::SweepSpec s;
-  s.set_name("metrics-test");
-  pb::ScaleSpec* scale = s.add_scales();
-  scale->set_name("tiny");
-  scale->set_preset("tiny");
-  s.add_arms("block");
-  s.add_arms("rd");
-  for (uint64_t seed : seeds) s.add_seeds(seed);
-  s.mutable_data()->add_train_shards("/data/train_*.bin");
-  s.mutable_data()->add_val_shards("/data/val.bin");
-  s.mutable_data()->set_tokenizer("byte");
-  s.mutable_data()->set_val_windows(16);
-  s.mutable_optim()->set_peak_lr(0.003);
-  s.mutable_optim()->set_warmup_steps(2);
-  s.mutable_schedule()->set_total_tokens(12288);
-  s.mutable_schedule()->set_global_batch_tokens(512);
-  s.mutable_schedule()->set_micro_batch_sequences(8);
-  s.mutable_schedule()->add_milestones_tokens(12288);
-  s.mutable_parallel()->set_world_size(1);
-  s.set_max_attempts(max_attempts);
-  return s;
-}
+using testing::TinySweep;
 
 // One parsed exposition: series "name{k="v",...}" (labels sorted by name) -> value.
 class Scrape {
@@ -307,11 +285,11 @@ TEST(MetricsTest, ExactValuesThroughAJobLifeCycle) {
   // An unauthenticated call, then a valid submission: 2 seeds x 2 arms = 4 jobs, 3 attempts each.
   pb::SubmitSweepRequest anon;
   anon.set_request_id("anon");
-  *anon.mutable_spec() = TinySweep({1, 2}, 3);
+  *anon.mutable_spec() = TinySweep({1, 2}, 3, {12288}, "metrics-test");
   pb::SubmitSweepResponse anon_resp;
   EXPECT_EQ(h.sweeps().SubmitSweep(MetricsHarness::Ctx().get(), anon, &anon_resp).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  const std::string sweep = h.Submit(TinySweep({1, 2}, 3), "req-1", kResearcher);
+  const std::string sweep = h.Submit(TinySweep({1, 2}, 3, {12288}, "metrics-test"), "req-1", kResearcher);
   ASSERT_FALSE(sweep.empty());
 
   h.Register("wk-a", 4, kWorkerToken);
@@ -410,8 +388,8 @@ TEST(MetricsTest, ExactValuesThroughAJobLifeCycle) {
 
 TEST(MetricsTest, TerminalSweepSeriesLeaveAfterTheRetention) {
   MetricsHarness h(/*auth=*/false, absl::Seconds(300));
-  const std::string done = h.Submit(TinySweep({1}, 1), "req-done");
-  const std::string live = h.Submit(TinySweep({2}, 1), "req-live");
+  const std::string done = h.Submit(TinySweep({1}, 1, {12288}, "metrics-test"), "req-done");
+  const std::string live = h.Submit(TinySweep({2}, 1, {12288}, "metrics-test"), "req-live");
   pb::CancelSweepRequest cancel;
   cancel.set_sweep_id(done);
   pb::CancelSweepResponse cancel_resp;
@@ -457,7 +435,7 @@ TEST(MetricsTest, NullCountersKeepTheCoreWorking) {
   Core core(std::move(*store), &clock, co, /*counters=*/nullptr);
   pb::SubmitSweepRequest submit;
   submit.set_request_id("req");
-  *submit.mutable_spec() = TinySweep({1}, 2);
+  *submit.mutable_spec() = TinySweep({1}, 2, {12288}, "metrics-test");
   ASSERT_TRUE(core.SubmitSweep(submit, "").ok());
   pb::RegisterWorkerRequest reg;
   reg.set_worker_id("wk-a");
@@ -517,7 +495,7 @@ std::string HttpGet(int port, const std::string& path) {
 
 TEST(MetricsTest, ExposerServesMetricsOverHttp) {
   MetricsHarness h(/*auth=*/false);
-  const std::string sweep = h.Submit(TinySweep({1}, 1), "req-1");
+  const std::string sweep = h.Submit(TinySweep({1}, 1, {12288}, "metrics-test"), "req-1");
   StatusOr<std::unique_ptr<MetricsExposer>> exposer = MetricsExposer::Start("127.0.0.1:0", h.collectables());
   ASSERT_TRUE(exposer.ok()) << exposer.status().ToString();
   const int port = (*exposer)->port();

@@ -20,6 +20,7 @@
 #include "coordinator/store.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/test_util.h"
+#include "tests/coordinator/tiny_sweep.h"
 
 namespace rdattn::coordinator {
 namespace {
@@ -32,31 +33,7 @@ constexpr char kResearcherBob[] = "tok-bob-researcher-0123456789";
 constexpr char kWorkerToken[] = "tok-worker-0123456789";
 constexpr char kAdmin[] = "tok-admin-0123456789";
 
-// A valid 1-scale sweep of a tiny byte-level model: |seeds| x {block, rd}.
-pb::SweepSpec TinySweep(std::vector<uint64_t> seeds = {1, 2}) {
-  pb::SweepSpec s;
-  s.set_name("tiny-test");
-  pb::ScaleSpec* scale = s.add_scales();
-  scale->set_name("tiny");
-  scale->set_preset("tiny");
-  s.add_arms("block");
-  s.add_arms("rd");
-  for (uint64_t seed : seeds) s.add_seeds(seed);
-  s.mutable_data()->add_train_shards("/data/train_*.bin");
-  s.mutable_data()->add_val_shards("/data/val.bin");
-  s.mutable_data()->set_tokenizer("byte");
-  s.mutable_data()->set_val_windows(16);
-  s.mutable_optim()->set_peak_lr(0.003);
-  s.mutable_optim()->set_warmup_steps(2);
-  s.mutable_schedule()->set_total_tokens(12288);
-  s.mutable_schedule()->set_global_batch_tokens(512);
-  s.mutable_schedule()->set_micro_batch_sequences(8);
-  s.mutable_schedule()->add_milestones_tokens(6144);
-  s.mutable_schedule()->add_milestones_tokens(12288);
-  s.mutable_parallel()->set_world_size(1);
-  s.set_max_attempts(2);
-  return s;
-}
+using testing::TinySweep;
 
 struct HarnessOptions {
   bool auth = false;
