@@ -51,6 +51,13 @@ else
   echo "setup: all ${#PACKAGES[@]} Debian packages present"
 fi
 
+# kubectl (with kustomize v5) renders deploy/k8s in the tests. Debian 12 has no such package
+# (its kubernetes-client is kubectl 1.20, whose kustomize has no components), so it is not
+# installed here; these machines come with it. Without it only the deploy_k8s_render tests fail.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "setup: WARNING: kubectl not found; the deploy_k8s_render tests need kubectl v1.27+ (kustomize v5)" >&2
+fi
+
 if [ "$want_data" -eq 1 ]; then
   "$here/scripts/fetch_data.sh"
 fi

@@ -21,6 +21,9 @@ import sys
 import tempfile
 
 KUBECTL = os.environ.get("KUBECTL", "kubectl")
+if shutil.which(KUBECTL) is None:
+    sys.exit("k8s_render_test: kubectl not found (%r): the manifests are rendered with `kubectl kustomize` "
+             "(kubectl v1.27+ with kustomize v5); install it or set KUBECTL" % KUBECTL)
 MARKER = "rdattn.test/rendered"
 NAMESPACE = "rdattn"
 COORD_GRPC, COORD_METRICS, WORKER_METRICS = 50051, 9401, 9402
