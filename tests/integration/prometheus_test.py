@@ -7,6 +7,8 @@ of deploy/prometheus/rules loaded. A sweep of block and rd (1 seed, tiny byte mo
 end. Then:
   - `promtool check metrics` accepts each endpoint's exposition, and no series has a step-like
     label;
+  - every rdattn_ family exported is in docs/metrics.md with its type and exactly its labels,
+    and every metric the catalogue lists was exported by one of the two;
   - Prometheus's HTTP API returns validation-NLL series per arm, JS per layer for rd (none for
     block), tokens/s and MFU per job, each with the labels sweep, job_id, arm, seed, scale; the
     NLL Prometheus stored equals the val_nll of the job's last evaluation event (read through an
@@ -105,6 +107,34 @@ def query(prom, expr):
     return doc["data"]["result"]
 
 
+def exposition_types(text):
+    """{family: type} from the # TYPE lines of a text exposition."""
+    return dict(re.findall(r"(?m)^# TYPE (\S+) (\S+)$", text))
+
+
+def catalogue_errors(text, cat, process):
+    """Every rdattn_ family the exposition holds is in docs/metrics.md with its type and exactly
+    its label names; returns (errors, catalogue names of this process that were not exported)."""
+    types = exposition_types(text)
+    labels = exposition_labels(text)
+    errors = []
+    for fam, mtype in sorted(types.items()):
+        if not fam.startswith("rdattn_"):
+            continue
+        if fam not in cat:
+            errors.append("%s exports %s, which docs/metrics.md does not list" % (process, fam))
+            continue
+        if cat[fam]["type"] != mtype:
+            errors.append("%s: %s is a %s, the catalogue says %s" % (process, fam, mtype, cat[fam]["type"]))
+        seen = set()
+        for series in ([fam] if mtype != "histogram" else [fam + "_bucket", fam + "_sum", fam + "_count"]):
+            seen |= labels.get(series, set())
+        seen.discard("le")
+        if seen != cat[fam]["labels"]:
+            errors.append("%s: %s has labels %s, the catalogue says %s" % (process, fam, sorted(seen), sorted(cat[fam]["labels"])))
+    return errors, set(types)
+
+
 def exposition_labels(text):
     """Label names used by each metric family in a text exposition."""
     names = {}
@@ -144,6 +174,7 @@ def main():
     os.makedirs(data)
     write_shard(os.path.join(data, "pt_train_000000.bin"), corpus(1, 300, 60))
     write_shard(os.path.join(data, "pt_val_000000.bin"), corpus(2, 20, 60))
+    write_shard(os.path.join(data, "pt_test_000000.bin"), corpus(3, 20, 60))
     sweep = os.path.join(tmp, "sweep.yaml")
     with open(sweep, "w") as f:
         f.write("""name: prometheus-it
@@ -154,8 +185,10 @@ seeds: [7]
 data:
   train_shards: ["%(d)s/pt_train_*.bin"]
   val_shards: ["%(d)s/pt_val_000000.bin"]
+  test_shards: ["%(d)s/pt_test_000000.bin"]
   tokenizer: byte
   val_windows: 16
+  test_windows: 16
 optim: {peak_lr: 0.003, warmup_steps: 2}
 schedule:
   total_tokens: 49152
@@ -253,7 +286,12 @@ scrape_configs:
                 break
         check(set(last_val) == set(jobs), "every job has an evaluation event")
 
-        # The expositions themselves.
+        # The expositions themselves, against the catalogue of docs/metrics.md.
+        sys.path.insert(0, os.path.join(args.source, "tests", "observability"))
+        from grafana_dashboards_test import parse_catalogue  # noqa: E402
+        with open(os.path.join(args.source, "docs", "metrics.md")) as f:
+            catalogue = parse_catalogue(f.read())
+        exported_by = {}
         for name, ep in (("coordinator", coord_metrics), ("worker", worker_metrics)):
             text = http_get("http://%s/metrics" % ep)
             lint = subprocess.run([args.promtool, "check", "metrics"], input=text, capture_output=True, text=True)
@@ -265,6 +303,14 @@ scrape_configs:
             check(len(rdattn) >= 5, "the %s exports %d rdattn_ series names" % (name, len(rdattn)))
             bad = {k: sorted(v & FORBIDDEN_LABELS) for k, v in rdattn.items() if v & FORBIDDEN_LABELS}
             check(not bad, "no %s series carries a step-like label %s" % (name, bad))
+            errors, exported = catalogue_errors(text, catalogue, name)
+            check(not errors, "every rdattn_ family the %s exports is in docs/metrics.md with its type and labels%s"
+                  % (name, (": " + "; ".join(errors)) if errors else ""))
+            exported_by[name] = exported
+
+        missing = sorted(n for n in catalogue if not any(n in e for e in exported_by.values()))
+        check(not missing, "every metric of docs/metrics.md (%d) was exported by the coordinator or the worker%s"
+              % (len(catalogue), (": missing " + ", ".join(missing)) if missing else ""))
 
         def series(expr):
             return [(r["metric"], float(r["value"][1])) for r in query(prom, expr)]
