@@ -271,15 +271,37 @@ std::optional<std::string> ReadString(const OJson& v, const std::string& path, E
   return std::nullopt;
 }
 
+// One row of an enum's table: how the RunSpec spells a value (proto name, short name, number)
+// and the C++ value it means. Several rows may mean one value (UNSPECIFIED and AUTO); the last
+// row of a value is how it is written back (see Canonical).
+template <typename T>
 struct EnumEntry {
   std::string_view proto;       // "PRECISION_FP64"
   std::string_view short_name;  // "fp64"
   int number;
+  T value;
 };
 
+// The value a number means; the first row's value for a number the table lacks.
+template <typename T, size_t N>
+T FromNumber(const EnumEntry<T> (&table)[N], int number) {
+  for (const auto& entry : table)
+    if (entry.number == number) return entry.value;
+  return table[0].value;
+}
+
+// The row a value is written back as: its last row.
+template <typename T, size_t N>
+const EnumEntry<T>& Canonical(const EnumEntry<T> (&table)[N], T value) {
+  const EnumEntry<T>* found = &table[0];
+  for (const auto& entry : table)
+    if (entry.value == value) found = &entry;
+  return *found;
+}
+
 // Enums: the proto name, the short lowercase name, or the number.
-template <size_t N>
-std::optional<int> ReadEnum(const OJson& v, const std::string& path, const EnumEntry (&table)[N],
+template <typename T, size_t N>
+std::optional<int> ReadEnum(const OJson& v, const std::string& path, const EnumEntry<T> (&table)[N],
                             std::string_view valid, Errors& e) {
   const std::string hint = "; valid: " + std::string(valid);
   if (v.is_string()) {
@@ -300,89 +322,37 @@ std::optional<int> ReadEnum(const OJson& v, const std::string& path, const EnumE
   return std::nullopt;
 }
 
-constexpr EnumEntry kBackendEnum[] = {
-    {"BACKEND_UNSPECIFIED", "unspecified", 0},
-    {"BACKEND_AUTO", "auto", 1},
-    {"BACKEND_LOCAL", "local", 2},
-    {"BACKEND_MPI", "mpi", 3},
-    {"BACKEND_NCCL", "nccl", 4},
+constexpr EnumEntry<Backend> kBackendEnum[] = {
+    {"BACKEND_UNSPECIFIED", "unspecified", 0, Backend::kAuto},
+    {"BACKEND_AUTO", "auto", 1, Backend::kAuto},
+    {"BACKEND_LOCAL", "local", 2, Backend::kLocal},
+    {"BACKEND_MPI", "mpi", 3, Backend::kMpi},
+    {"BACKEND_NCCL", "nccl", 4, Backend::kNccl},
 };
-constexpr EnumEntry kDeviceEnum[] = {
-    {"DEVICE_UNSPECIFIED", "unspecified", 0},
-    {"DEVICE_UNSPECIFIED", "auto", 0},
-    {"DEVICE_CPU", "cpu", 1},
-    {"DEVICE_CUDA", "cuda", 2},
+constexpr EnumEntry<Device> kDeviceEnum[] = {
+    {"DEVICE_UNSPECIFIED", "unspecified", 0, Device::kAuto},
+    {"DEVICE_UNSPECIFIED", "auto", 0, Device::kAuto},
+    {"DEVICE_CPU", "cpu", 1, Device::kCpu},
+    {"DEVICE_CUDA", "cuda", 2, Device::kCuda},
 };
-constexpr EnumEntry kPrecisionEnum[] = {
-    {"PRECISION_UNSPECIFIED", "unspecified", 0},
-    {"PRECISION_UNSPECIFIED", "auto", 0},
-    {"PRECISION_FP32", "fp32", 1},
-    {"PRECISION_BF16", "bf16", 2},
-    {"PRECISION_FP64", "fp64", 3},
+constexpr EnumEntry<Precision> kPrecisionEnum[] = {
+    {"PRECISION_UNSPECIFIED", "unspecified", 0, Precision::kAuto},
+    {"PRECISION_UNSPECIFIED", "auto", 0, Precision::kAuto},
+    {"PRECISION_FP32", "fp32", 1, Precision::kFp32},
+    {"PRECISION_BF16", "bf16", 2, Precision::kBf16},
+    {"PRECISION_FP64", "fp64", 3, Precision::kFp64},
 };
-constexpr EnumEntry kLrDecayEnum[] = {
-    {"LR_DECAY_UNSPECIFIED", "unspecified", 0},
-    {"LR_DECAY_COSINE", "cosine", 1},
-    {"LR_DECAY_LINEAR", "linear", 2},
-    {"LR_DECAY_CONSTANT", "constant", 3},
+constexpr EnumEntry<LrDecay> kLrDecayEnum[] = {
+    {"LR_DECAY_UNSPECIFIED", "unspecified", 0, LrDecay::kCosine},
+    {"LR_DECAY_COSINE", "cosine", 1, LrDecay::kCosine},
+    {"LR_DECAY_LINEAR", "linear", 2, LrDecay::kLinear},
+    {"LR_DECAY_CONSTANT", "constant", 3, LrDecay::kConstant},
 };
 constexpr std::string_view kBackendValid = "auto, local, mpi, nccl (or BACKEND_* names, or 0-4)";
 constexpr std::string_view kDeviceValid = "auto, cpu, cuda (or DEVICE_* names, or 0-2)";
 constexpr std::string_view kPrecisionValid =
     "auto, fp32, bf16, fp64 (or PRECISION_* names, or 0-3)";
 constexpr std::string_view kLrDecayValid = "cosine, linear, constant (or LR_DECAY_* names, or 0-3)";
-
-Backend BackendFromNumber(int n) {
-  switch (n) {
-    case 2: return Backend::kLocal;
-    case 3: return Backend::kMpi;
-    case 4: return Backend::kNccl;
-    default: return Backend::kAuto;
-  }
-}
-Device DeviceFromNumber(int n) {
-  return n == 1 ? Device::kCpu : n == 2 ? Device::kCuda : Device::kAuto;
-}
-Precision PrecisionFromNumber(int n) {
-  return n == 1   ? Precision::kFp32
-         : n == 2 ? Precision::kBf16
-         : n == 3 ? Precision::kFp64
-                  : Precision::kAuto;
-}
-std::string_view BackendProto(Backend b) {
-  switch (b) {
-    case Backend::kLocal: return "BACKEND_LOCAL";
-    case Backend::kMpi: return "BACKEND_MPI";
-    case Backend::kNccl: return "BACKEND_NCCL";
-    case Backend::kAuto: break;
-  }
-  return "BACKEND_AUTO";
-}
-std::string_view DeviceProto(Device d) {
-  switch (d) {
-    case Device::kCpu: return "DEVICE_CPU";
-    case Device::kCuda: return "DEVICE_CUDA";
-    case Device::kAuto: break;
-  }
-  return "DEVICE_UNSPECIFIED";
-}
-std::string_view PrecisionProto(Precision p) {
-  switch (p) {
-    case Precision::kFp32: return "PRECISION_FP32";
-    case Precision::kBf16: return "PRECISION_BF16";
-    case Precision::kFp64: return "PRECISION_FP64";
-    case Precision::kAuto: break;
-  }
-  return "PRECISION_UNSPECIFIED";
-}
-std::string_view LrDecayProto(LrDecay d) {
-  switch (d) {
-    case LrDecay::kLinear: return "LR_DECAY_LINEAR";
-    case LrDecay::kConstant: return "LR_DECAY_CONSTANT";
-    case LrDecay::kCosine: break;
-  }
-  return "LR_DECAY_COSINE";
-}
 
 // ------------------------------------------------------------------------------------------
 // The raw spec: what the document said, with presence. Plain proto3 scalars keep 0 / empty for
@@ -401,7 +371,7 @@ struct RawOptim {
   std::optional<double> peak_lr, min_lr_ratio;
   std::optional<int64_t> warmup_steps;
   std::optional<double> beta1, beta2, eps, weight_decay, grad_clip;
-  int lr_decay = 0;
+  LrDecay lr_decay = LrDecay::kCosine;
 };
 struct RawSchedule {
   int64_t total_tokens = 0;
@@ -561,15 +531,9 @@ Reader StrMap(std::map<std::string, std::string>& dst, Errors& e) {
   };
 }
 template <typename T, size_t N>
-Reader Enum(T& dst, T (*convert)(int), const EnumEntry (&table)[N], std::string_view valid,
-            Errors& e) {
-  return [&dst, convert, &table, valid, &e](const OJson& v, const std::string& p) {
-    if (auto n = ReadEnum(v, p, table, valid, e)) dst = convert(*n);
-  };
-}
-Reader EnumNumber(int& dst, const EnumEntry (&table)[4], std::string_view valid, Errors& e) {
+Reader Enum(T& dst, const EnumEntry<T> (&table)[N], std::string_view valid, Errors& e) {
   return [&dst, &table, valid, &e](const OJson& v, const std::string& p) {
-    if (auto n = ReadEnum(v, p, table, valid, e)) dst = *n;
+    if (auto n = ReadEnum(v, p, table, valid, e)) dst = FromNumber(table, *n);
   };
 }
 Reader Message(std::function<std::vector<FieldDef>()> fields, Errors& e) {
@@ -619,7 +583,7 @@ void Walk(const OJson& spec, RawSpec& r, Errors& e) {
             {"eps", OptF64(o.eps, e)},
             {"weight_decay", OptF64(o.weight_decay, e)},
             {"grad_clip", OptF64(o.grad_clip, e)},
-            {"lr_decay", EnumNumber(o.lr_decay, kLrDecayEnum, kLrDecayValid, e)}};
+            {"lr_decay", Enum(o.lr_decay, kLrDecayEnum, kLrDecayValid, e)}};
   };
   auto schedule = [&r, &e]() -> std::vector<FieldDef> {
     RawSchedule& s = r.schedule;
@@ -634,9 +598,9 @@ void Walk(const OJson& spec, RawSpec& r, Errors& e) {
     return {
         {"world_size", I32(p.world_size, e)},
         {"threads_per_rank", I32(p.threads_per_rank, e)},
-        {"backend", Enum(p.backend, BackendFromNumber, kBackendEnum, kBackendValid, e)},
-        {"device", Enum(p.device, DeviceFromNumber, kDeviceEnum, kDeviceValid, e)},
-        {"precision", Enum(p.precision, PrecisionFromNumber, kPrecisionEnum, kPrecisionValid, e)},
+        {"backend", Enum(p.backend, kBackendEnum, kBackendValid, e)},
+        {"device", Enum(p.device, kDeviceEnum, kDeviceValid, e)},
+        {"precision", Enum(p.precision, kPrecisionEnum, kPrecisionValid, e)},
         {"allreduce_bucket_bytes", I64(p.allreduce_bucket_bytes, e)}};
   };
   auto checkpoint = [&r, &e]() -> std::vector<FieldDef> {
@@ -972,9 +936,7 @@ void ResolveOptim(const RawSpec& r, bool paper, bool steps_ok, RunConfig& cfg, E
   };
   non_negative("optim.weight_decay", ro.weight_decay, kDefaultWeightDecay, o.weight_decay);
   non_negative("optim.grad_clip", ro.grad_clip, kDefaultGradClip, o.grad_clip);
-  o.lr_decay = ro.lr_decay == 2   ? LrDecay::kLinear
-               : ro.lr_decay == 3 ? LrDecay::kConstant
-                                  : LrDecay::kCosine;
+  o.lr_decay = ro.lr_decay;
 }
 
 void ResolveRest(const RawSpec& r, RunConfig& cfg, Errors& e) {
@@ -1098,43 +1060,10 @@ void Differences(const nlohmann::json& a, const nlohmann::json& b, const std::st
 
 }  // namespace
 
-std::string_view BackendName(Backend b) {
-  switch (b) {
-    case Backend::kLocal: return "local";
-    case Backend::kMpi: return "mpi";
-    case Backend::kNccl: return "nccl";
-    case Backend::kAuto: break;
-  }
-  return "auto";
-}
-
-std::string_view DeviceName(Device d) {
-  switch (d) {
-    case Device::kCpu: return "cpu";
-    case Device::kCuda: return "cuda";
-    case Device::kAuto: break;
-  }
-  return "auto";
-}
-
-std::string_view PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp64: return "fp64";
-    case Precision::kAuto: break;
-  }
-  return "auto";
-}
-
-std::string_view LrDecayName(LrDecay d) {
-  switch (d) {
-    case LrDecay::kLinear: return "linear";
-    case LrDecay::kConstant: return "constant";
-    case LrDecay::kCosine: break;
-  }
-  return "cosine";
-}
+std::string_view BackendName(Backend b) { return Canonical(kBackendEnum, b).short_name; }
+std::string_view DeviceName(Device d) { return Canonical(kDeviceEnum, d).short_name; }
+std::string_view PrecisionName(Precision p) { return Canonical(kPrecisionEnum, p).short_name; }
+std::string_view LrDecayName(LrDecay d) { return Canonical(kLrDecayEnum, d).short_name; }
 
 StatusOr<RunConfig> ParseRunConfig(const nlohmann::json& spec) {
   // nlohmann::json keeps object keys sorted; the converted copy keeps that order.
@@ -1216,7 +1145,7 @@ nlohmann::json RunSpecJson(const RunConfig& cfg) {
                 {"eps", o.eps},
                 {"weight_decay", o.weight_decay},
                 {"grad_clip", o.grad_clip},
-                {"lr_decay", LrDecayProto(o.lr_decay)}};
+                {"lr_decay", Canonical(kLrDecayEnum, o.lr_decay).proto}};
   const ScheduleConfig& s = cfg.schedule;
   j["schedule"] = {{"total_tokens", str(s.total_tokens)},
                    {"global_batch_tokens", str(s.global_batch_tokens)},
@@ -1226,9 +1155,9 @@ nlohmann::json RunSpecJson(const RunConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
   j["parallel"] = {{"world_size", p.world_size},
                    {"threads_per_rank", p.threads_per_rank},
-                   {"backend", BackendProto(p.backend)},
-                   {"device", DeviceProto(p.device)},
-                   {"precision", PrecisionProto(p.precision)},
+                   {"backend", Canonical(kBackendEnum, p.backend).proto},
+                   {"device", Canonical(kDeviceEnum, p.device).proto},
+                   {"precision", Canonical(kPrecisionEnum, p.precision).proto},
                    {"allreduce_bucket_bytes", str(p.allreduce_bucket_bytes)}};
   const CheckpointConfig& c = cfg.checkpoint;
   j["checkpoint"] = {{"dir", c.dir},

@@ -567,6 +567,57 @@ TEST(RunConfigTest, Int64AndUint64AsStrings) {
             "schedule.total_tokens: \"99999999999999999999\" is out of the int64 range");
 }
 
+// Every enum value is written back under one name: the short name in the resolved config, the
+// proto name in the RunSpec; both parse back to the value.
+TEST(RunConfigTest, EveryEnumValueIsWrittenBackAndParsesBack) {
+  EXPECT_EQ(BackendName(Backend::kAuto), "auto");
+  EXPECT_EQ(BackendName(Backend::kLocal), "local");
+  EXPECT_EQ(BackendName(Backend::kMpi), "mpi");
+  EXPECT_EQ(BackendName(Backend::kNccl), "nccl");
+  EXPECT_EQ(DeviceName(Device::kAuto), "auto");
+  EXPECT_EQ(DeviceName(Device::kCpu), "cpu");
+  EXPECT_EQ(DeviceName(Device::kCuda), "cuda");
+  EXPECT_EQ(PrecisionName(Precision::kAuto), "auto");
+  EXPECT_EQ(PrecisionName(Precision::kFp32), "fp32");
+  EXPECT_EQ(PrecisionName(Precision::kBf16), "bf16");
+  EXPECT_EQ(PrecisionName(Precision::kFp64), "fp64");
+  EXPECT_EQ(LrDecayName(LrDecay::kCosine), "cosine");
+  EXPECT_EQ(LrDecayName(LrDecay::kLinear), "linear");
+  EXPECT_EQ(LrDecayName(LrDecay::kConstant), "constant");
+
+  struct Case {
+    json parallel;
+    std::string lr_decay;
+    std::string backend, device, precision, lr_decay_proto;
+  };
+  const Case cases[] = {
+      {{{"backend", "auto"}, {"device", "auto"}, {"precision", "auto"}}, "cosine",
+       "BACKEND_AUTO", "DEVICE_UNSPECIFIED", "PRECISION_UNSPECIFIED", "LR_DECAY_COSINE"},
+      {{{"backend", "local"}, {"device", "cpu"}, {"precision", "fp32"}}, "linear",
+       "BACKEND_LOCAL", "DEVICE_CPU", "PRECISION_FP32", "LR_DECAY_LINEAR"},
+      {{{"backend", "mpi"}, {"device", "cpu"}, {"precision", "fp64"}}, "constant",
+       "BACKEND_MPI", "DEVICE_CPU", "PRECISION_FP64", "LR_DECAY_CONSTANT"},
+      {{{"backend", "nccl"}, {"device", "cuda"}, {"precision", "bf16"}}, "cosine",
+       "BACKEND_NCCL", "DEVICE_CUDA", "PRECISION_BF16", "LR_DECAY_COSINE"},
+  };
+  for (const Case& c : cases) {
+    json spec = Minimal();
+    spec["parallel"] = c.parallel;
+    spec["optim"]["lr_decay"] = c.lr_decay;
+    const RunConfig cfg = MustParse(spec);
+    const json runspec = RunSpecJson(cfg);
+    EXPECT_EQ(runspec["parallel"]["backend"], c.backend) << c.parallel.dump();
+    EXPECT_EQ(runspec["parallel"]["device"], c.device) << c.parallel.dump();
+    EXPECT_EQ(runspec["parallel"]["precision"], c.precision) << c.parallel.dump();
+    EXPECT_EQ(runspec["optim"]["lr_decay"], c.lr_decay_proto) << c.lr_decay;
+    const RunConfig again = MustParse(runspec);
+    EXPECT_EQ(again.parallel.backend, cfg.parallel.backend);
+    EXPECT_EQ(again.parallel.device, cfg.parallel.device);
+    EXPECT_EQ(again.parallel.precision, cfg.parallel.precision);
+    EXPECT_EQ(again.optim.lr_decay, cfg.optim.lr_decay);
+  }
+}
+
 TEST(RunConfigTest, EnumsByProtoNameShortNameOrNumber) {
   for (const json& v : {json("PRECISION_FP64"), json("fp64"), json(3)}) {
     json spec = Minimal();
