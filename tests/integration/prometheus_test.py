@@ -24,26 +24,19 @@ import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trainer"))
 from trainer_cli_test import corpus, write_shard  # noqa: E402
+from itest import check, free_port, http_get, promtool_accepts  # noqa: E402
 
 PROCS = []
 JOB_LABELS = {"sweep", "job_id", "arm", "seed", "scale"}
 FORBIDDEN_LABELS = {"step", "tokens", "milestone", "milestone_tokens", "lease", "lease_id", "attempt"}
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
-    print("ok:", msg)
 
 
 def start(cmd, log_path, env, stdout=None):
@@ -73,14 +66,6 @@ def stop_all(show_logs):
             print("---- %s (tail) ----\n%s" % (path, tail))
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def wait_for_log(path, pattern, proc, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -92,11 +77,6 @@ def wait_for_log(path, pattern, proc, timeout=30):
             raise AssertionError("%s exited (%s) before printing %r" % (path, proc.returncode, pattern))
         time.sleep(0.1)
     raise AssertionError("%s: no line matching %r within %d s" % (path, pattern, timeout))
-
-
-def http_get(url, timeout=10):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.read().decode()
 
 
 def query(prom, expr):
@@ -294,10 +274,7 @@ scrape_configs:
         exported_by = {}
         for name, ep in (("coordinator", coord_metrics), ("worker", worker_metrics)):
             text = http_get("http://%s/metrics" % ep)
-            lint = subprocess.run([args.promtool, "check", "metrics"], input=text, capture_output=True, text=True)
-            check(lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(),
-                  "promtool check metrics accepts the %s's exposition (%d lines)%s" %
-                  (name, len(text.splitlines()), (": " + lint.stdout + lint.stderr) if lint.returncode else ""))
+            promtool_accepts(args.promtool, name, text)
             families = exposition_labels(text)
             rdattn = {k: v for k, v in families.items() if k.startswith("rdattn_")}
             check(len(rdattn) >= 5, "the %s exports %d rdattn_ series names" % (name, len(rdattn)))

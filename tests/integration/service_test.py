@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trainer"))
 from trainer_cli_test import corpus, write_shard  # noqa: E402
+from itest import check  # noqa: E402
 
 PROCS = []
 
@@ -46,12 +47,6 @@ def stop_all():
             p.wait(timeout=max(0.1, deadline - time.time()))
         except subprocess.TimeoutExpired:
             p.kill()
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
-    print("ok:", msg)
 
 
 def main():

@@ -47,24 +47,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from itest import check, free_port, http_get, promtool_accepts  # noqa: E402
 
 DAEMONS = []  # (name, Popen, log path)
 TMP = None
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
-    print("ok:", msg, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run(cmd, env, timeout=60, check_rc=True, **kw):
@@ -242,11 +230,6 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """.format(host=host, sock=munge_socket, cport=ctld_port, dport=slurmd_port, d=d, cpus=cpus, mem=mem_mb)
 
 
-def http_get(url, timeout=10):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.read().decode()
-
-
 def read_sd(path):
     """(target, labels) of a one-group file_sd JSON file, checking its file_sd shape."""
     with open(path) as f:
@@ -255,13 +238,6 @@ def read_sd(path):
           and len(groups[0]["targets"]) == 1 and isinstance(groups[0].get("labels"), dict),
           "%s parses as file_sd JSON: %s" % (os.path.basename(path), json.dumps(groups)))
     return groups[0]["targets"][0], groups[0]["labels"]
-
-
-def promtool_accepts(promtool, name, text):
-    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
-    check(lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(),
-          "promtool check metrics accepts the %s's exposition (%d lines)%s" %
-          (name, len(text.splitlines()), (": " + lint.stdout + lint.stderr) if lint.returncode else ""))
 
 
 def series_labels(text, name):
