@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "coordinator/auth.h"
+#include "common/flag_spelling.h"
 #include "coordinator/clock.h"
 #include "coordinator/core.h"
 #include "coordinator/metrics.h"
@@ -50,20 +51,6 @@ namespace {
 
 using namespace rdattn;               // NOLINT: a binary's main file
 using namespace rdattn::coordinator;  // NOLINT
-
-// --flag-name -> --flag_name, up to '=' (values are left alone).
-std::vector<std::string> NormalizeFlagSpelling(int argc, char** argv) {
-  std::vector<std::string> out(argv, argv + argc);
-  for (size_t i = 1; i < out.size(); ++i) {
-    std::string& arg = out[i];
-    if (arg == "--") break;
-    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
-    for (size_t k = 2; k < arg.size() && arg[k] != '='; ++k) {
-      if (arg[k] == '-') arg[k] = '_';
-    }
-  }
-  return out;
-}
 
 StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -102,10 +89,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   absl::SetProgramUsageMessage("rdattn-coordinator --listen HOST:PORT --db FILE [--tokens-file FILE]");
-  std::vector<std::string> args = NormalizeFlagSpelling(argc, argv);
-  std::vector<char*> arg_ptrs;
-  for (std::string& a : args) arg_ptrs.push_back(a.data());
-  const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  FlagSpelling args(argc, argv);
+  const std::vector<char*> rest = absl::ParseCommandLine(args.argc(), args.argv());
   if (rest.size() > 1) return Fail(InvalidArgumentError(std::string("unexpected argument: ") + rest[1]));
 
   FLAGS_logtostderr = true;

@@ -25,6 +25,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include <prometheus/exposer.h>
+#include "common/flag_spelling.h"
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/job_paths.h"
 #include "worker/daemon/launch.h"
@@ -75,24 +76,6 @@ using rdattn::worker::LogInfo;
 using rdattn::worker::LogWarning;
 
 constexpr int kExitUsage = 2;
-
-// --flag-name -> --flag_name, so both spellings work with abseil.
-std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
-  storage->reserve(static_cast<size_t>(argc));
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i > 0 && arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
-      const size_t end = std::min(arg.find('='), arg.size());
-      for (size_t k = 2; k < end; ++k) {
-        if (arg[k] == '-') arg[k] = '_';
-      }
-    }
-    storage->push_back(std::move(arg));
-  }
-  std::vector<char*> out;
-  for (auto& s : *storage) out.push_back(s.data());
-  return out;
-}
 
 std::chrono::milliseconds Seconds(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
@@ -195,9 +178,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "rdattn-worker --coordinator HOST:PORT --workdir DIR [--slots N] [--kind cpu|gpu] ...\n"
       "Leases rdattn jobs from the coordinator and runs their rdattn-train ranks.");
-  std::vector<std::string> storage;
-  std::vector<char*> args = NormalizeFlagNames(argc, argv, &storage);
-  const std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  rdattn::FlagSpelling args(argc, argv);
+  const std::vector<char*> rest = absl::ParseCommandLine(args.argc(), args.argv());
   if (rest.size() > 1) return Usage(std::string("unexpected argument '") + rest[1] + "'");
   if (absl::GetFlag(FLAGS_verbose)) rdattn::worker::SetLogLevel(rdattn::worker::LogLevel::kDebug);
 
