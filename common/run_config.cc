@@ -271,6 +271,12 @@ std::optional<std::string> ReadString(const OJson& v, const std::string& path, E
   return std::nullopt;
 }
 
+std::optional<bool> ReadBool(const OJson& v, const std::string& path, Errors& e) {
+  if (v.is_boolean()) return v.get<bool>();
+  e.Syntax(path, "expected true or false, got " + Describe(v));
+  return std::nullopt;
+}
+
 // One row of an enum's table: how the RunSpec spells a value (proto name, short name, number)
 // and the C++ value it means. Several rows may mean one value (UNSPECIFIED and AUTO); the last
 // row of a value is how it is written back (see Canonical).
@@ -393,6 +399,9 @@ struct RawCheckpoint {
   int64_t every_steps = 0;
   int64_t keep_last = 0;
   std::string resume_from;
+  std::vector<int64_t> stored_eval_milestones;
+  bool stored_evals_known = false;
+  std::string coordinator_checkpoint;
 };
 struct RawSpec {
   std::string run_id, sweep_id, job_id;
@@ -452,6 +461,11 @@ void WalkObject(const OJson& v, const std::string& path, const std::vector<Field
 Reader Str(std::string& dst, Errors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto s = ReadString(v, p, e)) dst = *s;
+  };
+}
+Reader Bool(bool& dst, Errors& e) {
+  return [&dst, &e](const OJson& v, const std::string& p) {
+    if (auto b = ReadBool(v, p, e)) dst = *b;
   };
 }
 Reader I32(int64_t& dst, Errors& e) {
@@ -608,7 +622,10 @@ void Walk(const OJson& spec, RawSpec& r, Errors& e) {
     return {{"dir", Str(c.dir, e)},
             {"every_steps", I64(c.every_steps, e)},
             {"keep_last", I32(c.keep_last, e)},
-            {"resume_from", Str(c.resume_from, e)}};
+            {"resume_from", Str(c.resume_from, e)},
+            {"stored_eval_milestones", I64List(c.stored_eval_milestones, e)},
+            {"stored_evals_known", Bool(c.stored_evals_known, e)},
+            {"coordinator_checkpoint", Str(c.coordinator_checkpoint, e)}};
   };
   auto metrics = [&r, &e]() -> std::vector<FieldDef> {
     return {{"train_event_every_steps", I64(r.train_event_every_steps, e)}};
@@ -944,6 +961,9 @@ void ResolveRest(const RawSpec& r, RunConfig& cfg, Errors& e) {
   CheckpointConfig& c = cfg.checkpoint;
   c.dir = rc.dir;
   c.resume_from = rc.resume_from;
+  c.stored_eval_milestones = rc.stored_eval_milestones;
+  c.stored_evals_known = rc.stored_evals_known;
+  c.coordinator_checkpoint = rc.coordinator_checkpoint;
   c.every_steps = rc.every_steps;
   if (rc.every_steps < 0)
     e.Check("checkpoint.every_steps",
@@ -1163,7 +1183,10 @@ nlohmann::json RunSpecJson(const RunConfig& cfg) {
   j["checkpoint"] = {{"dir", c.dir},
                      {"every_steps", str(c.every_steps)},
                      {"keep_last", c.keep_last},
-                     {"resume_from", c.resume_from}};
+                     {"resume_from", c.resume_from},
+                     {"stored_eval_milestones", strs(c.stored_eval_milestones)},
+                     {"stored_evals_known", c.stored_evals_known},
+                     {"coordinator_checkpoint", c.coordinator_checkpoint}};
   j["metrics"] = {{"train_event_every_steps", str(cfg.train_event_every_steps)}};
   j["recipe"] = cfg.recipe;
   j["labels"] = cfg.labels;

@@ -82,6 +82,12 @@ struct CheckpointConfig {
   int64_t every_steps = 0;  // 0: only at milestones, at the end and on SIGTERM
   int keep_last = 2;
   std::string resume_from;  // a checkpoint file; empty: the latest in dir, if any
+  // From the worker's lease (run_spec.proto CheckpointSpec): the milestones whose evaluation
+  // the coordinator has stored (valid when stored_evals_known), and the newest checkpoint it
+  // knows of.
+  std::vector<int64_t> stored_eval_milestones;
+  bool stored_evals_known = false;
+  std::string coordinator_checkpoint;
 };
 
 struct RunConfig {

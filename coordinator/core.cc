@@ -2,6 +2,7 @@
 // The WorkerService side is in core_workers.cc.
 #include "coordinator/core.h"
 
+#include <absl/cleanup/cleanup.h>
 #include <glog/logging.h>
 #include <google/protobuf/util/message_differencer.h>
 
@@ -43,7 +44,9 @@ Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options
       counters_(counters),
       options_(options),
       store_(std::move(store)),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()) {
+  started_us_ = NowMicros();
+}
 
 Core::~Core() { Shutdown(); }
 
@@ -58,7 +61,7 @@ void Core::Shutdown() {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
     work_cv_.SignalAll();
-    events_cv_.SignalAll();
+    for (auto& [sweep_id, w] : watches_) w.cv.SignalAll();
     reaper_cv_.SignalAll();
   }
   if (reaper_.joinable()) reaper_.join();
@@ -96,8 +99,11 @@ std::string Core::NewId(const std::string& prefix, int hex_digits) {
 StatusOr<bool> Core::AppendEvent(EventRow& row) {
   RDATTN_ASSIGN_OR_RETURN(bool stored, store_->AppendEvent(row));
   if (stored) {
-    ++event_gen_;
-    events_cv_.SignalAll();  // watchers re-read once the transaction releases mu_
+    auto it = watches_.find(row.sweep_id);
+    if (it != watches_.end()) {
+      ++it->second.gen;
+      it->second.cv.SignalAll();  // its watches re-read once the transaction releases mu_
+    }
   }
   return stored;
 }
@@ -436,10 +442,17 @@ Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
                         const CancelledFn& cancelled) {
   if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
   int64_t cursor = static_cast<int64_t>(std::min<uint64_t>(req.after_seq(), INT64_MAX));
+  SweepWatches* watch = nullptr;  // the sweep's entry in watches_ (std::map: it stays put)
   {
     absl::MutexLock lock(&mu_);
     RDATTN_RETURN_IF_ERROR(store_->GetSweep(req.sweep_id()).status());
+    watch = &watches_[req.sweep_id()];
+    ++watch->watches;
   }
+  absl::Cleanup leave = [&] {
+    absl::MutexLock lock(&mu_);
+    if (--watch->watches == 0) watches_.erase(req.sweep_id());
+  };
   uint64_t seen_gen = 0;
   bool read_now = true;  // at the start, and after a batch (there may be more)
   while (true) {
@@ -448,12 +461,12 @@ Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
     {
       absl::MutexLock lock(&mu_);
       if (shutting_down_) return UnavailableError("coordinator shutting down; resume the watch");
-      if (!read_now && event_gen_ == seen_gen) {
-        events_cv_.WaitWithTimeout(&mu_, options_.wait_slice);
+      if (!read_now && watch->gen == seen_gen) {
+        watch->cv.WaitWithTimeout(&mu_, options_.wait_slice);
         if (shutting_down_) return UnavailableError("coordinator shutting down; resume the watch");
-        if (event_gen_ == seen_gen) continue;  // a slice passed: look at `cancelled` again
+        if (watch->gen == seen_gen) continue;  // a slice passed: look at `cancelled` again
       }
-      seen_gen = event_gen_;
+      seen_gen = watch->gen;
       read_now = false;
       RDATTN_ASSIGN_OR_RETURN(batch, store_->ReadEvents(req.sweep_id(), cursor, kWatchBatch));
       if (batch.empty()) {

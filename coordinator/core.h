@@ -43,6 +43,9 @@ struct CoreOptions {
   // Real-time slice of long waits: how soon a cancelled call or shutdown is noticed.
   absl::Duration wait_slice = absl::Milliseconds(100);
   int default_max_attempts = 3;  // for sweeps with max_attempts = 0
+  // After the core starts, no lease expires for this long: workers get one full lease period
+  // to reach a restarted coordinator before their leases are taken. Negative: lease_ttl.
+  absl::Duration restart_grace = absl::Seconds(-1);
 };
 
 // What the core counts for the metrics (docs/metrics.md, coordinator/metrics.h implements it).
@@ -163,9 +166,17 @@ class Core {
   absl::Duration WorkerLiveness() const;
   void ReaperLoop();
 
+  // What a job lacks for SUCCEEDED (docs/operations.md, "What SUCCEEDED guarantees"): "" when
+  // it has every milestone's val NLL and, with test shards, its test NLL.
+  StatusOr<std::string> MissingResults(const JobRow& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The milestones (tokens) of the job whose KIND_EVAL is stored, any attempt.
+  StatusOr<std::vector<int64_t>> StoredEvalMilestones(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Clock* clock_;  // never null
   CoreCounters* const counters_;  // null: metrics off
   const CoreOptions options_;
+  int64_t started_us_ = 0;  // clock time at construction (restart grace)
 
   absl::Mutex mu_;
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(mu_);  // never null
@@ -173,9 +184,15 @@ class Core {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Waiters re-query the store only when a generation moved (not on every wait slice).
   uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;   // NotifyWork() calls
-  uint64_t event_gen_ ABSL_GUARDED_BY(mu_) = 0;  // events stored
   absl::CondVar work_cv_;    // work_gen_ moved
-  absl::CondVar events_cv_;  // event_gen_ moved
+  // The watches of one sweep. An event wakes only its own sweep's watches: one CondVar for all
+  // of them made every stored event wake (and re-query) every watch of every sweep.
+  struct SweepWatches {
+    int watches = 0;   // WatchSweep calls holding the entry; erased when the last one ends
+    uint64_t gen = 0;  // events stored for the sweep while the entry exists
+    absl::CondVar cv;  // gen moved, or shutdown
+  };
+  std::map<std::string, SweepWatches> watches_ ABSL_GUARDED_BY(mu_);  // by sweep id
   absl::CondVar reaper_cv_;  // shutdown
   std::thread reaper_;
 };

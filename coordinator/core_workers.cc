@@ -3,10 +3,12 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "coordinator/core.h"
 #include "coordinator/proto_convert.h"
+#include "coordinator/report.h"
 #include "coordinator/scheduler.h"
 
 namespace rdattn::coordinator {
@@ -108,6 +110,8 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     resp.set_lease_id(job.lease_id);
     SetTimestamp(job.lease_expiry_us, resp.mutable_lease_expire_time());
     resp.set_resume_checkpoint_path(job.last_checkpoint);
+    RDATTN_ASSIGN_OR_RETURN(std::vector<int64_t> stored, StoredEvalMilestones(job.id));
+    for (int64_t m : stored) resp.add_stored_eval_milestones(m);
     out = std::move(resp);
     return Status::Ok();
   });
@@ -292,6 +296,13 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
       return InvalidArgumentError("job_id: " + req.job_id() + " is not the lease's job " + job.id);
     }
     if (!req.checkpoint_path().empty()) job.last_checkpoint = req.checkpoint_path();
+    // SUCCEEDED means every result is stored; a run that says it finished without them (its
+    // events lost with a dead worker) is a failed attempt, retried with the reason.
+    std::string incomplete;
+    if (event == JobEvent::kCompleteSucceeded) {
+      RDATTN_ASSIGN_OR_RETURN(incomplete, MissingResults(job));
+      if (!incomplete.empty()) event = JobEvent::kCompleteFailed;
+    }
     EventContext ctx;
     ctx.outcome = OutcomeLabel(req.outcome());
     ctx.exit_code = req.exit_code();
@@ -299,7 +310,17 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
     ctx.stderr_tail = Tail(req.stderr_tail(), kMaxStderrTailBytes);
     ctx.message = req.message();
     switch (event) {
-      case JobEvent::kCompleteFailed: ctx.reason = FailureReason(job, req); break;
+      case JobEvent::kCompleteFailed:
+        if (!incomplete.empty()) {
+          ctx.outcome = "INCOMPLETE";
+          ctx.reason = "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id +
+                       " reported SUCCEEDED, but " + incomplete;
+          ctx.message = ctx.reason + (req.message().empty() ? "" : "; worker: " + req.message());
+          LOG(WARNING) << "job " << job.id << ": " << ctx.reason;
+        } else {
+          ctx.reason = FailureReason(job, req);
+        }
+        break;
       case JobEvent::kCompletePreempted:
         ctx.reason = "attempt " + std::to_string(job.attempts) + " preempted on worker " + job.worker_id;
         break;
@@ -316,6 +337,40 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
   return resp;
 }
 
+StatusOr<std::vector<int64_t>> Core::StoredEvalMilestones(const std::string& job_id) {
+  RDATTN_ASSIGN_OR_RETURN(std::vector<EventRow> evals,
+                          store_->ReadJobMetricEvents(job_id, pb::MetricEvent::KIND_EVAL));
+  std::set<int64_t> out;
+  for (const EventRow& e : evals) {
+    const pb::MetricEvent& m = e.event.metric_event();
+    out.insert(m.milestone_tokens() > 0 ? m.milestone_tokens() : m.tokens());
+  }
+  return std::vector<int64_t>(out.begin(), out.end());
+}
+
+StatusOr<std::string> Core::MissingResults(const JobRow& job) {
+  const pb::RunSpec& run = job.spec.run();
+  std::string missing;
+  if (run.data().val_shards_size() > 0) {
+    RDATTN_ASSIGN_OR_RETURN(std::vector<int64_t> stored, StoredEvalMilestones(job.id));
+    const std::set<int64_t> have(stored.begin(), stored.end());
+    std::string lacking;
+    for (int64_t m : ExpectedMilestones(run)) {
+      if (have.count(m) == 0) lacking += (lacking.empty() ? "" : ", ") + std::to_string(m);
+    }
+    if (!lacking.empty()) missing = "the val NLL of milestone(s) " + lacking + " (tokens) is not stored";
+  }
+  if (run.data().test_shards_size() > 0) {
+    RDATTN_ASSIGN_OR_RETURN(std::vector<EventRow> finished,
+                            store_->ReadJobMetricEvents(job.id, pb::MetricEvent::KIND_FINISHED));
+    const bool have_test = std::any_of(finished.begin(), finished.end(), [](const EventRow& e) {
+      return e.event.metric_event().eval_tokens() > 0;
+    });
+    if (!have_test) missing += std::string(missing.empty() ? "" : "; ") + "the test NLL is not stored";
+  }
+  return missing;
+}
+
 StatusOr<int> Core::ExpireLeases() {
   absl::MutexLock lock(&mu_);
   return ExpireLeasesLocked();
@@ -327,6 +382,10 @@ StatusOr<int> Core::ExpireLeasesLocked() {
   Status st = store_->Transaction([&]() -> Status {
     expired = 0;
     retried = 0;
+    // A restarted coordinator gives workers one lease period to reach it before it takes leases.
+    const absl::Duration grace =
+        options_.restart_grace < absl::ZeroDuration() ? options_.lease_ttl : options_.restart_grace;
+    if (NowMicros() < started_us_ + absl::ToInt64Microseconds(grace)) return Status::Ok();
     RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListExpiredLeases(NowMicros()));
     for (JobRow& job : jobs) {
       EventContext ctx;

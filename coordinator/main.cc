@@ -34,6 +34,8 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "host:port to serve on; port 0
 ABSL_FLAG(std::string, db, "rdattn.db", "SQLite database file (created if missing; WAL mode)");
 ABSL_FLAG(int, lease_seconds, 60, "lease lifetime without a heartbeat renewal");
 ABSL_FLAG(int, heartbeat_seconds, 10, "heartbeat interval told to workers");
+ABSL_FLAG(int, restart_grace_seconds, -1,
+          "after start, no lease expires for this long (workers reconnect first); -1: --lease-seconds");
 ABSL_FLAG(int, max_attempts, 3, "attempts per job for sweeps that leave max_attempts at 0");
 ABSL_FLAG(std::string, tokens_file, "",
           "bearer tokens, lines 'TOKEN ROLE NAME' (roles researcher|worker|admin); "
@@ -138,6 +140,9 @@ int main(int argc, char** argv) {
   options.heartbeat_interval = absl::Seconds(heartbeat_s);
   options.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.reap_interval = std::min(absl::Seconds(1), options.lease_ttl / 4);
+  const int grace_s = absl::GetFlag(FLAGS_restart_grace_seconds);
+  if (grace_s < -1) return Fail(InvalidArgumentError("--restart-grace-seconds: must be >= 0 (or -1: the lease time)"));
+  options.restart_grace = grace_s < 0 ? options.lease_ttl : absl::Seconds(grace_s);
   Core core(std::move(*store), &clock, options, metrics.get());
   core.StartReaper();
 

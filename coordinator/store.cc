@@ -643,6 +643,15 @@ StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep
   return ReadAll<EventRow>(s, ReadEvent);
 }
 
+StatusOr<std::vector<EventRow>> Store::ReadJobMetricEvents(const std::string& job_id, int metric_kind) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kEventColumns +
+                                 " FROM events WHERE job_id = ?1 AND metric_seq IS NOT NULL "
+                                 "AND metric_kind = ?2 ORDER BY seq"));
+  s.Bind(1, job_id).Bind(2, metric_kind);
+  return ReadAll<EventRow>(s, ReadEvent);
+}
+
 StatusOr<int64_t> Store::LastEventSeq() {
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM events"));
   RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());

@@ -180,6 +180,8 @@ class Store {
   StatusOr<std::vector<EventRow>> ReadEvents(const std::string& sweep_id, int64_t after_seq, int limit);
   // Metric events of a sweep of one MetricEvent kind, in seq order.
   StatusOr<std::vector<EventRow>> ReadMetricEvents(const std::string& sweep_id, int metric_kind);
+  // One job's metric events of one MetricEvent.kind, every attempt, in storage order.
+  StatusOr<std::vector<EventRow>> ReadJobMetricEvents(const std::string& job_id, int metric_kind);
   StatusOr<int64_t> LastEventSeq();                                // 0 when none
   StatusOr<int64_t> LastSweepEventSeq(const std::string& sweep_id);  // 0 when none
   StatusOr<int64_t> MaxMetricSeq(const std::string& job_id, int attempt);  // 0 when none

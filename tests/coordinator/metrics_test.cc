@@ -185,7 +185,10 @@ class MetricsHarness {
   }
 
   // Sends the events with these seqs on one ReportProgress stream; returns events_stored.
-  int64_t Report(const std::string& lease_id, const std::vector<uint64_t>& seqs, const std::string& token = "") {
+  // Events of the given seqs, TRAIN_STEPs except that `eval_seq` is the KIND_EVAL of milestone
+  // `eval_milestone` (a job is SUCCEEDED only with every milestone's val NLL).
+  int64_t Report(const std::string& lease_id, const std::vector<uint64_t>& seqs, const std::string& token = "",
+                 uint64_t eval_seq = 0, int64_t eval_milestone = 0) {
     pb::ReportProgressResponse resp;
     auto ctx = Ctx(token);
     auto w = workers_->ReportProgress(ctx.get(), &resp);
@@ -195,6 +198,11 @@ class MetricsHarness {
       req.mutable_event()->set_seq(seq);
       req.mutable_event()->set_kind(pb::MetricEvent::KIND_TRAIN_STEP);
       req.mutable_event()->set_step(static_cast<int64_t>(seq));
+      if (seq == eval_seq) {
+        req.mutable_event()->set_kind(pb::MetricEvent::KIND_EVAL);
+        req.mutable_event()->set_milestone_tokens(eval_milestone);
+        req.mutable_event()->set_val_nll(2.5);
+      }
       if (!w->Write(req)) break;
     }
     w->WritesDone();
@@ -324,7 +332,7 @@ TEST(MetricsTest, ExactValuesThroughAJobLifeCycle) {
     EXPECT_EQ(s.Get("rdattn_worker_slots", {{"worker", "wk-a"}, {"state", "free"}}), 3.0);
     EXPECT_EQ(s.Get("rdattn_worker_slots", {{"worker", "wk-a"}, {"state", "busy"}}), 1.0);
   }
-  EXPECT_EQ(h.Report(l1.lease_id(), {1, 2, 3}, kWorkerToken), 3);
+  EXPECT_EQ(h.Report(l1.lease_id(), {1, 2, 3}, kWorkerToken, /*eval_seq=*/3, /*eval_milestone=*/12288), 3);
   EXPECT_EQ(h.Report(l1.lease_id(), {3}, kWorkerToken), 0);  // a resend is not stored again
   EXPECT_EQ(h.Collect().Get("rdattn_metric_events_stored_total"), 3.0);
   EXPECT_FALSE(h.Complete(l1, "wk-a", pb::JOB_OUTCOME_SUCCEEDED, kWorkerToken).will_retry());

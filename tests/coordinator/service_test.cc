@@ -38,6 +38,8 @@ using testing::TinySweep;
 struct HarnessOptions {
   bool auth = false;
   absl::Duration lease_ttl = absl::Seconds(10);
+  // The clock starts this much later than the default start (a coordinator restarted later).
+  absl::Duration clock_offset = absl::ZeroDuration();
 };
 
 // One coordinator (store + core + server) and a channel to it.
@@ -53,6 +55,7 @@ class Harness {
     co.wait_slice = absl::Milliseconds(20);
     co.max_lease_wait = absl::Seconds(5);
     co.cancel_grace = absl::Seconds(2);
+    clock_.Advance(opts.clock_offset);
     core_ = std::make_unique<Core>(std::move(*store), &clock_, co);
     if (opts.auth) {
       auth_ = Authenticator({{kResearcher, Role::kResearcher, "alice"},
@@ -722,6 +725,87 @@ TEST(ServiceTest, StateSurvivesRestartAndLeasesKeepExpiring) {
   EXPECT_EQ(h.Job(sid, job_id).state(), pb::JOB_STATE_PENDING);
   // The worker id is still known after the restart.
   EXPECT_TRUE(h.Lease(worker).has_job());
+}
+
+TEST(ServiceTest, RestartedCoordinatorGivesWorkersOneLeasePeriod) {
+  testing::TempDir dir;
+  const std::string db = dir.File("grace.db");
+  std::string sid, job_id, worker, lease_id;
+  {
+    Harness h({}, db);
+    worker = h.Register();
+    pb::SubmitSweepResponse sub;
+    ASSERT_TRUE(h.Submit(TinySweep({1}), "req-grace", &sub).ok());
+    sid = sub.sweep().sweep_id();
+    pb::LeaseJobResponse lease = h.Lease(worker);
+    job_id = lease.job().job_id();
+    lease_id = lease.lease_id();
+  }
+  // Back 30 s later: the stored lease ran out while the coordinator was away.
+  HarnessOptions later;
+  later.clock_offset = absl::Seconds(30);
+  Harness h(later, db);
+  EXPECT_EQ(*h.core().ExpireLeases(), 0);
+  h.clock().Advance(absl::Seconds(9));
+  EXPECT_EQ(*h.core().ExpireLeases(), 0) << "a lease expired within the restart grace";
+  // The worker reconnects and renews; the lease lives on.
+  pb::HeartbeatResponse hb = h.Heartbeat(worker, {lease_id}, /*ranks_started=*/true);
+  ASSERT_EQ(hb.renewed_size(), 1);
+  EXPECT_EQ(hb.lost_lease_ids_size(), 0);
+  h.clock().Advance(absl::Seconds(5));
+  EXPECT_EQ(*h.core().ExpireLeases(), 0);
+  EXPECT_EQ(h.Job(sid, job_id).attempts(), 1);
+  EXPECT_EQ(h.Job(sid, job_id).state(), pb::JOB_STATE_RUNNING);
+  // A worker that never comes back loses the lease one lease period after its last renewal.
+  h.clock().Advance(absl::Seconds(6));
+  EXPECT_EQ(*h.core().ExpireLeases(), 1);
+  EXPECT_EQ(h.Job(sid, job_id).state(), pb::JOB_STATE_PENDING);
+}
+
+TEST(ServiceTest, SucceededOnlyWithEveryResult) {
+  Harness h;
+  const std::string worker = h.Register();
+  pb::SubmitSweepResponse sub;
+  pb::SweepSpec spec = TinySweep({1}, /*max_attempts=*/3);
+  spec.mutable_data()->add_test_shards("/data/test.bin");
+  spec.mutable_data()->set_test_windows(8);
+  ASSERT_TRUE(h.Submit(spec, "req-results", &sub).ok());
+  const std::string sid = sub.sweep().sweep_id();
+
+  // Attempt 1 says it finished but only milestone 6144 reached the coordinator, and no test NLL.
+  pb::LeaseJobResponse a1 = h.Lease(worker);
+  const std::string job_id = a1.job().job_id();
+  EXPECT_EQ(a1.stored_eval_milestones_size(), 0);
+  pb::ReportProgressResponse ack;
+  ASSERT_TRUE(h.Report(a1.lease_id(), {Event(1, pb::MetricEvent::KIND_INIT), Eval(2, 6144, 4.0),
+                                       Event(3, pb::MetricEvent::KIND_FINISHED, 24)},
+                       &ack)
+                  .ok());
+  pb::CompleteJobResponse done;
+  ASSERT_TRUE(h.Complete(a1, worker, pb::JOB_OUTCOME_SUCCEEDED, &done).ok());
+  EXPECT_EQ(done.job_state(), pb::JOB_STATE_PENDING);
+  EXPECT_TRUE(done.will_retry());
+  pb::JobStatus j = h.Job(sid, job_id);
+  EXPECT_NE(j.failure_reason().find("reported SUCCEEDED, but the val NLL of milestone(s) 12288"),
+            std::string::npos)
+      << j.failure_reason();
+  EXPECT_NE(j.failure_reason().find("the test NLL is not stored"), std::string::npos) << j.failure_reason();
+
+  // Attempt 2 is told what is stored; it re-evaluates the rest and finishes with a test NLL.
+  pb::LeaseJobResponse a2 = h.Lease(worker);
+  ASSERT_EQ(a2.job().job_id(), job_id);
+  EXPECT_EQ(a2.job().attempt(), 2);
+  ASSERT_EQ(a2.stored_eval_milestones_size(), 1);
+  EXPECT_EQ(a2.stored_eval_milestones(0), 6144);
+  pb::MetricEvent fin = Event(3, pb::MetricEvent::KIND_FINISHED, 24);
+  fin.set_test_nll(3.25);
+  fin.set_eval_tokens(8 * 64);
+  ASSERT_TRUE(h.Report(a2.lease_id(), {Event(1, pb::MetricEvent::KIND_INIT), Eval(2, 12288, 3.0), fin}, &ack).ok());
+  ASSERT_TRUE(h.Complete(a2, worker, pb::JOB_OUTCOME_SUCCEEDED, &done).ok());
+  EXPECT_EQ(done.job_state(), pb::JOB_STATE_SUCCEEDED);
+  j = h.Job(sid, job_id);
+  EXPECT_EQ(j.state(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(j.last_val_nll(), 3.0);
 }
 
 // --- auth ------------------------------------------------------------------------------------

@@ -270,6 +270,180 @@ def case_pairing(env):
     other = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]["init_param_checksum"]
     check(other != sums["rd"], "another init seed gives another checksum")
 
+def evals(events):
+    return {e["milestone_tokens"]: e["val_nll"] for e in read_events(events) if e["kind"] == "KIND_EVAL"}
+
+
+def case_corrupt_checkpoint(env):
+    """A truncated newest checkpoint: the trainer falls back to the previous one and says so."""
+    _, straight = env.run(env.job("cc_straight"))
+    job = env.job("cc", checkpoint__every_steps=5)
+    p, events = env.run(job, extra=["--stop-after-steps", "27"], check=False)
+    check(p.returncode == 75, "stopped after 27 steps (exit %d)" % p.returncode)
+    ckpt = os.path.join(env.tmp, "cc", "ckpt")
+    names = sorted(f for f in os.listdir(ckpt) if f.endswith(".pt"))
+    newest = os.path.join(ckpt, names[-1])
+    check(names[-1] == "ckpt_step_00000027.pt", "the newest checkpoint is step 27 (%s)" % names)
+    with open(newest, "rb") as f:
+        data = f.read()
+    with open(newest, "wb") as f:
+        f.write(data[: len(data) // 2])  # a crash in the middle of a copy, a full disk
+    p, _ = env.run(job)
+    check("ckpt_step_00000027.pt" in p.stderr and "warning" in p.stderr,
+          "the trainer names the bad checkpoint on stderr: %s" % p.stderr.strip()[-300:])
+    warn = [e for e in read_events(events) if e["kind"] == "KIND_WARNING"]
+    check(warn and "ckpt_step_00000027.pt" in warn[0]["warning"], "a KIND_WARNING event names it: %s" %
+          (warn[0]["warning"] if warn else None))
+    inits = [e for e in read_events(events) if e["kind"] == "KIND_INIT"]
+    check(inits[-1]["step"] == 25, "it resumed from the previous checkpoint, step 25 (got %d)" % inits[-1]["step"])
+    a, b = losses(straight), losses(events)
+    check(sorted(b) == list(range(1, 41)) and all(a[s] == b[s] for s in a),
+          "every loss is bitwise equal to the uninterrupted run's")
+    check(evals(straight) == evals(events), "every milestone's val NLL is bitwise equal: %s" % evals(events))
+
+
+def case_reevaluate(env):
+    """A resumed run evaluates again the milestones the coordinator lacks, bitwise as before."""
+    _, straight = env.run(env.job("re_straight"))
+    want = evals(straight)
+    check(sorted(want) == [10 * 512, 20 * 512, 40 * 512], "the straight run evaluates 3 milestones: %s" % sorted(want))
+    # An orphan ran the job to the end; only milestone 10 reached the coordinator.
+    _, first = env.run(env.job("re"))
+    known = dict(checkpoint__stored_evals_known=True, checkpoint__stored_eval_milestones=[10 * 512])
+    events = os.path.join(env.tmp, "re", "events2.jsonl")
+    env.run(env.job("re", **known), events=events)
+    got = evals(events)
+    check(sorted(got) == [20 * 512, 40 * 512], "the resumed run evaluates milestones 20 and 40 again: %s" % sorted(got))
+    check(all(got[m] == want[m] for m in got), "bitwise equal to the uninterrupted run's: %s" % got)
+    kinds = [e["kind"] for e in read_events(events)]
+    check(kinds.count("KIND_TRAIN_STEP") == 0 and kinds[-1] == "KIND_FINISHED",
+          "no training step was repeated, and it finished")
+    fin = [e for e in read_events(events) if e["kind"] == "KIND_FINISHED"][0]
+    fin0 = [e for e in read_events(straight) if e["kind"] == "KIND_FINISHED"][0]
+    check(fin["test_nll"] == fin0["test_nll"], "the test NLL is bitwise equal too (%.6f)" % fin["test_nll"])
+    # A milestone checkpoint that is gone: the run goes back to an earlier checkpoint and
+    # trains through the milestone again.
+    ckpt = os.path.join(env.tmp, "re", "ckpt")
+    os.remove(os.path.join(ckpt, "ckpt_step_00000020.pt"))
+    events3 = os.path.join(env.tmp, "re", "events3.jsonl")
+    p, _ = env.run(env.job("re", checkpoint__stored_evals_known=True, checkpoint__stored_eval_milestones=[10 * 512,
+                                                                                                       40 * 512]),
+                   events=events3)
+    got = evals(events3)
+    steps = sorted(losses(events3))
+    check(20 * 512 in got and got[20 * 512] == want[20 * 512] and steps and steps[0] == 11,
+          "without its checkpoint, milestone 20 is trained to again from step 10 and equals: %s (steps %s..)" %
+          (got, steps[:1]))
+    check("no readable checkpoint" in p.stderr, "and the trainer says why: %s" % p.stderr.strip()[-200:])
+    # Standalone (nothing from a coordinator): the checkpoint's own record is trusted.
+    events4 = os.path.join(env.tmp, "re", "events4.jsonl")
+    env.run(env.job("re"), events=events4)
+    check(not evals(events4), "a standalone resume of a finished run evaluates nothing again")
+
+
+def proc_gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def start_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[19]
+
+
+def case_orphan(env):
+    """Ranks whose launching worker is gone stop within a second, with no checkpoint."""
+    import socket
+    for world in (1, 2):
+        name = "orphan%d" % world
+        job = env.job(name, schedule__total_tokens=2000 * 512, checkpoint__every_steps=5,
+                      parallel__world_size=world)
+        events = job.replace("job.json", "events.jsonl")
+        sup = subprocess.Popen(["sleep", "600"])
+        sup_env = dict(os.environ, RDATTN_SUPERVISOR_PID=str(sup.pid), RDATTN_SUPERVISOR_START=start_ticks(sup.pid),
+                       RDATTN_SUPERVISOR_HOST=socket.gethostname())
+        cmd = [env.train, "train", "--job", job, "--events", events, "--attempt", "1"]
+        if world > 1:
+            cmd = [env.mpirun, "-np", "2", "--oversubscribe", "-x", "RDATTN_SUPERVISOR_PID", "-x",
+                   "RDATTN_SUPERVISOR_START", "-x", "RDATTN_SUPERVISOR_HOST"] + cmd
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sup_env)
+        deadline = time.time() + 120
+        while time.time() < deadline and not (os.path.exists(events) and len(losses(events)) >= 12):
+            time.sleep(0.05)
+        check(proc.poll() is None, "%d rank(s): training under a live supervisor" % world)
+        ckpt = os.path.join(env.tmp, name, "ckpt")
+        sup.kill()
+        t0 = time.time()
+        sup.wait()
+        _, err = proc.communicate(timeout=120)
+        detect = time.time() - t0
+        listing = sorted(os.listdir(ckpt))
+        n_events = len(read_events(events))
+        time.sleep(1.0)
+        print("detection: %d rank(s) stopped %.2f s after their supervisor was killed" % (world, detect))
+        check(proc.returncode == 70 if world == 1 else proc.returncode != 0,
+              "%d rank(s): exit %d (%s)" % (world, proc.returncode, err.strip()[-200:]))
+        check("is gone" in err, "%d rank(s): the rank says its worker is gone" % world)
+        check(detect < 10, "%d rank(s): stopped within 10 s (%.2f s; goal < 60 s)" % (world, detect))
+        check(sorted(os.listdir(ckpt)) == listing and len(read_events(events)) == n_events,
+              "%d rank(s): nothing written after it stopped" % world)
+        if world == 2:
+            check(not any(r.endswith(".tmp") for r in listing), "no half-written checkpoint left")
+    # mpirun itself ends a 2-rank job when one rank dies.
+    job = env.job("rankkill", schedule__total_tokens=2000 * 512, parallel__world_size=2, checkpoint__dir="")
+    events = job.replace("job.json", "events.jsonl")
+    proc = subprocess.Popen([env.mpirun, "-np", "2", "--oversubscribe", env.train, "train", "--job", job, "--events",
+                             events], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.exists(events) and len(losses(events)) >= 5):
+        time.sleep(0.05)
+    ranks = [int(x) for x in subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "rdattn-train"],
+                                            capture_output=True, text=True).stdout.split()]
+    check(len(ranks) == 2, "2 ranks running under mpirun (%s)" % ranks)
+    os.kill(max(ranks), signal.SIGKILL)
+    t0 = time.time()
+    proc.communicate(timeout=120)
+    detect = time.time() - t0
+    print("detection: mpirun ended the 2-rank job %.2f s after one rank was killed" % detect)
+    check(proc.returncode != 0 and detect < 60, "mpirun fails the job within 60 s (%.2f s)" % detect)
+    t1 = time.time()
+    while time.time() - t1 < 10 and not all(proc_gone(r) for r in ranks):
+        time.sleep(0.05)
+    check(all(proc_gone(r) for r in ranks), "no rank outlives mpirun by more than 10 s (%.2f s)" % (time.time() - t1))
+
+
+def case_fence(env):
+    """An attempt that sees a newer attempt's claim on its checkpoint directory writes nothing more."""
+    job = env.job("fence", schedule__total_tokens=2000 * 512, checkpoint__every_steps=3)
+    events = job.replace("job.json", "events.jsonl")
+    ckpt = os.path.join(env.tmp, "fence", "ckpt")
+    proc = subprocess.Popen([env.train, "train", "--job", job, "--events", events, "--attempt", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.exists(events) and len(losses(events)) >= 10):
+        time.sleep(0.05)
+    check(os.path.exists(os.path.join(ckpt, "attempt-3.fence")), "attempt 3 claimed its checkpoint directory")
+    with open(os.path.join(ckpt, "attempt-4.fence"), "w") as f:
+        f.write("newer\n")
+    t0 = time.time()
+    n0 = len(read_events(events))
+    listing = sorted(f for f in os.listdir(ckpt) if f.endswith(".pt"))
+    _, err = proc.communicate(timeout=120)
+    print("fenced: attempt 3 stopped %.2f s after attempt 4's claim" % (time.time() - t0))
+    check(proc.returncode != 0 and "fenced" in err, "the stale attempt stops, saying it is fenced: %s" %
+          err.strip()[-200:])
+    n1 = len(read_events(events))
+    check(n1 <= n0 + 1, "at most the one event already in flight is written after the claim (%d -> %d)" % (n0, n1))
+    after = sorted(f for f in os.listdir(ckpt) if f.endswith(".pt"))
+    check(after == listing, "no checkpoint is written after the claim (%s -> %s)" % (listing[-2:], after[-2:]))
+    # And an attempt that starts after a newer one claimed the directory refuses to run.
+    p, _ = env.run(job, extra=["--attempt", "2"], check=False)
+    check(p.returncode != 0 and "fenced" in p.stderr, "a stale attempt refuses to start: %s" % p.stderr.strip()[-200:])
+
+
 
 def main():
     ap = argparse.ArgumentParser()

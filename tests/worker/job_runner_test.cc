@@ -2,9 +2,6 @@
 #include "worker/daemon/job_runner.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
-#include <fstream>
 
 namespace rdattn::worker {
 namespace {
@@ -51,24 +48,25 @@ TEST(ResolveRunSpecTest, KeepsWhatTheSpecSets) {
   EXPECT_EQ(spec.run_id(), "custom-run");
 }
 
-TEST(ResolveRunSpecTest, ResumeCheckpointOnlyWhenReadableAndElsewhere) {
-  std::string dir = ::testing::TempDir() + "/resolve_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  const std::string ckpt = dir + "/ckpt_step_00000020.pt";
-  std::ofstream(ckpt) << "x";
-
+TEST(ResolveRunSpecTest, PassesTheLeasesCheckpointAndStoredMilestonesToTheTrainer) {
   pb::LeaseJobResponse lease = Lease();
-  lease.set_resume_checkpoint_path(ckpt);
-  EXPECT_EQ(ResolveRunSpec(lease, Options()).checkpoint().resume_from(), ckpt);
+  lease.set_resume_checkpoint_path("/elsewhere/ckpt_step_00000020.pt");
+  lease.add_stored_eval_milestones(4096);
+  lease.add_stored_eval_milestones(8192);
+  const pb::RunSpec spec = ResolveRunSpec(lease, Options());
+  // The trainer decides (readable, newer than its own directory's) and warns when it cannot.
+  EXPECT_EQ(spec.checkpoint().coordinator_checkpoint(), "/elsewhere/ckpt_step_00000020.pt");
+  EXPECT_TRUE(spec.checkpoint().resume_from().empty());
+  EXPECT_TRUE(spec.checkpoint().stored_evals_known());
+  ASSERT_EQ(spec.checkpoint().stored_eval_milestones_size(), 2);
+  EXPECT_EQ(spec.checkpoint().stored_eval_milestones(0), 4096);
+  EXPECT_EQ(spec.checkpoint().stored_eval_milestones(1), 8192);
 
-  lease.set_resume_checkpoint_path(dir + "/missing.pt");  // not on this worker
-  EXPECT_TRUE(ResolveRunSpec(lease, Options()).checkpoint().resume_from().empty());
-
-  // In the job's own directory the trainer finds the newest checkpoint by itself.
-  JobRunnerOptions o = Options();
-  lease.set_resume_checkpoint_path(ckpt);
-  lease.mutable_job()->mutable_run()->mutable_checkpoint()->set_dir(dir);
-  EXPECT_TRUE(ResolveRunSpec(lease, o).checkpoint().resume_from().empty());
+  // A first attempt: nothing stored, and that is known.
+  const pb::RunSpec fresh = ResolveRunSpec(Lease(), Options());
+  EXPECT_TRUE(fresh.checkpoint().stored_evals_known());
+  EXPECT_EQ(fresh.checkpoint().stored_eval_milestones_size(), 0);
+  EXPECT_TRUE(fresh.checkpoint().coordinator_checkpoint().empty());
 }
 
 }  // namespace

@@ -24,7 +24,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const CoordinatorClientOptions& optio
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   // Reconnect quickly after a coordinator restart.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   return grpc::CreateCustomChannel(options.address, creds, args);
 }
 

@@ -72,15 +72,14 @@ pb::RunSpec ResolveRunSpec(const pb::LeaseJobResponse& lease, const JobRunnerOpt
   if (spec.parallel().threads_per_rank() <= 0) {
     spec.mutable_parallel()->set_threads_per_rank(std::max(1, options.threads_per_rank));
   }
-  // The trainer resumes from the newest checkpoint in its directory by itself; a checkpoint the
-  // coordinator names elsewhere is used when this worker can read it.
-  const std::string& resume = lease.resume_checkpoint_path();
-  if (!resume.empty() && spec.checkpoint().resume_from().empty()) {
-    std::error_code ec;
-    const fs::path dir = fs::path(spec.checkpoint().dir()).lexically_normal();
-    const bool in_dir = fs::path(resume).parent_path().lexically_normal() == dir;
-    if (!in_dir && fs::is_regular_file(resume, ec)) spec.mutable_checkpoint()->set_resume_from(resume);
-  }
+  // The trainer resumes from the newest readable checkpoint of its directory and of the
+  // coordinator's (a previous attempt's, perhaps written on another worker), and evaluates
+  // again the milestones the coordinator lacks (worker/trainer/trainer.cc, PlanResume).
+  pb::CheckpointSpec* ckpt = spec.mutable_checkpoint();
+  ckpt->set_coordinator_checkpoint(lease.resume_checkpoint_path());
+  ckpt->clear_stored_eval_milestones();
+  for (int64_t m : lease.stored_eval_milestones()) ckpt->add_stored_eval_milestones(m);
+  ckpt->set_stored_evals_known(true);
   return spec;
 }
 
@@ -218,6 +217,14 @@ void JobRunner::Run() {
   };
 
   pb::RunSpec spec = ResolveRunSpec(lease_, options_);
+  if (const std::string& theirs = lease_.resume_checkpoint_path(); !theirs.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(theirs, ec) || ::access(theirs.c_str(), R_OK) != 0) {
+      LogWarning(AttemptName(lease_) + ": the lease's checkpoint " + theirs +
+                 " is not readable on this worker; the trainer resumes from " + spec.checkpoint().dir() +
+                 " (or from scratch) and reports it");
+    }
+  }
   if (Status prepared = Prepare(&spec); !prepared.ok()) {
     return fail("cannot prepare the job: " + prepared.ToString());
   }
@@ -240,6 +247,7 @@ void JobRunner::Run() {
   launch.attempt = job.attempt();
   launch.run_as_root = options_.run_as_root;
   launch.cuda_visible_devices = options_.cuda_visible_devices;
+  launch.supervisor = SelfAsSupervisor();
   if (launch.world_size > 1) {
     StatusOr<std::string> mpirun = FindExecutable(options_.mpirun);
     if (!mpirun.ok()) return fail("cannot start the ranks: mpirun: " + mpirun.status().message());

@@ -27,6 +27,9 @@ CommandLine BuildCommandLine(const LaunchSpec& spec) {
   if (!spec.cuda_visible_devices.empty()) {
     cmd.env.emplace_back("CUDA_VISIBLE_DEVICES", spec.cuda_visible_devices);
   }
+  if (spec.supervisor) {
+    for (const auto& [name, value] : SupervisorEnvironment(*spec.supervisor)) cmd.env.emplace_back(name, value);
+  }
   if (spec.world_size > 1) {
     if (spec.run_as_root) {
       cmd.env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
@@ -38,6 +41,11 @@ CommandLine BuildCommandLine(const LaunchSpec& spec) {
                 "--bind-to", "none", "-x", "OMP_NUM_THREADS", "-x", "MKL_NUM_THREADS"};
     if (!spec.cuda_visible_devices.empty()) {
       cmd.argv.insert(cmd.argv.end(), {"-x", "CUDA_VISIBLE_DEVICES"});
+    }
+    if (spec.supervisor) {
+      for (const auto& [name, value] : SupervisorEnvironment(*spec.supervisor)) {
+        cmd.argv.insert(cmd.argv.end(), {"-x", name});
+      }
     }
   }
   cmd.argv.insert(cmd.argv.end(),

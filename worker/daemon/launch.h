@@ -6,15 +6,18 @@
 //                         rdattn-train train --job J --events E --attempt N
 // Both with OMP_NUM_THREADS = threads per rank (and MKL_NUM_THREADS the same), plus
 // OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1 under mpirun when the worker runs as root, plus
-// CUDA_VISIBLE_DEVICES = the job's GPUs on a GPU worker.
+// CUDA_VISIBLE_DEVICES = the job's GPUs on a GPU worker, plus RDATTN_SUPERVISOR_{PID,START,HOST}
+// naming the worker (forwarded with -x under mpirun).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/status.h"
+#include "common/supervisor.h"
 
 namespace rdattn::worker {
 
@@ -29,6 +32,9 @@ struct LaunchSpec {
   bool run_as_root = false;  // the worker's effective uid is 0 (OpenMPI refuses without a waiver)
   // The job's GPUs as CUDA_VISIBLE_DEVICES (e.g. "2,3"); empty: leave the variable alone.
   std::string cuda_visible_devices;
+  // The worker itself, passed as RDATTN_SUPERVISOR_* (and -x under mpirun): a rank whose
+  // worker is gone stops at once (common/supervisor.h). Unset: the variables are not set.
+  std::optional<Supervisor> supervisor;
 };
 
 struct CommandLine {

@@ -306,6 +306,8 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
   }
   job.event_poll_interval = options_.event_poll_interval;
   job.rpc_timeout = options_.rpc_timeout;
+  job.complete_timeout = std::max(job.complete_timeout, options_.unreachable_grace);
+  job.drain_timeout = std::max(job.drain_timeout, options_.unreachable_grace);
   job.metrics = options_.metrics;
   UpdateSlotMetrics();
   const std::string lease_id = lease.lease_id();
@@ -359,6 +361,16 @@ void Worker::HeartbeatOnce() {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  const StatusCode code = response.ok() ? StatusCode::kOk : response.status().code();
+  const bool unreachable = code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
+  if (unreachable && !unreachable_) {
+    LogWarning("the coordinator cannot be reached (" + response.status().ToString() + "); " +
+               std::to_string(jobs_.size()) + " job(s) keep running for up to " +
+               std::to_string(options_.unreachable_grace.count() / 1000) + " s, their events kept");
+  } else if (!unreachable && unreachable_) {
+    LogInfo("the coordinator answers again");
+  }
+  unreachable_ = unreachable;
   if (!response.ok()) {
     if (response.status().code() == StatusCode::kNotFound) {
       LogWarning("Heartbeat: the coordinator does not know this worker; registering again");
@@ -396,13 +408,17 @@ void Worker::HeartbeatOnce() {
                               "the coordinator no longer knows the lease");
     }
   }
-  // Leases the coordinator has not renewed for a whole TTL have expired there: stop the ranks
-  // (they checkpoint) rather than race the job's next attempt.
+  // A coordinator that answers but has not renewed a lease for a whole TTL has let it expire:
+  // stop the ranks (they checkpoint; the fence stops them writing once a newer attempt runs).
+  // A coordinator that cannot be reached (restarting) gives the workers a lease period after
+  // it is back, so the ranks keep running for up to unreachable_grace.
   const auto now = Clock::now();
+  const auto limit = unreachable_ ? std::max(lease_ttl_, options_.unreachable_grace) : lease_ttl_;
   for (auto& [lease_id, running] : jobs_) {
-    if (running.runner->done() || now - running.runner->last_renewal() < lease_ttl_) continue;
+    if (running.runner->done() || now - running.runner->last_renewal() < limit) continue;
     running.runner->Stop(StopReason::kLeaseExpired, options_.cancel_grace,
-                         "lease not renewed for " + std::to_string(lease_ttl_.count() / 1000.0) + " s");
+                         "lease not renewed for " + std::to_string(limit.count() / 1000.0) + " s" +
+                             (unreachable_ ? " (the coordinator cannot be reached)" : ""));
   }
 }
 

@@ -45,6 +45,10 @@ struct WorkerOptions {
   std::chrono::milliseconds cancel_grace{10000};  // when a cancel order gives none
   std::chrono::milliseconds event_poll_interval{200};
   std::chrono::milliseconds max_backoff{10000};  // between failed calls
+  // While the coordinator cannot be reached (restarting, network), ranks keep running and
+  // their events are kept for resending, for up to this long; then they checkpoint and stop.
+  // Reports (CompleteJob) are retried as long.
+  std::chrono::milliseconds unreachable_grace{30 * 60 * 1000};
   // Optional (null: no metrics); outlives the worker. The worker feeds it (identity, slots,
   // heartbeats, its jobs) and purges finished jobs' series from the heartbeat loop.
   WorkerMetrics* metrics = nullptr;
@@ -100,6 +104,7 @@ class Worker {
   bool reregister_ ABSL_GUARDED_BY(mu_) = false;  // the coordinator forgot us (NOT_FOUND)
   std::chrono::milliseconds heartbeat_interval_ ABSL_GUARDED_BY(mu_){5000};
   std::chrono::milliseconds lease_ttl_ ABSL_GUARDED_BY(mu_){30000};
+  bool unreachable_ ABSL_GUARDED_BY(mu_) = false;  // the last heartbeat got no answer
   std::vector<bool> slot_used_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Running> jobs_ ABSL_GUARDED_BY(mu_);  // by lease id
   int jobs_started_ ABSL_GUARDED_BY(mu_) = 0;

@@ -60,6 +60,9 @@ ABSL_FLAG(double, exit_when_idle, 0, "exit after this many seconds without a job
 ABSL_FLAG(double, lease_wait, 20, "seconds a LeaseJob long poll may wait");
 ABSL_FLAG(double, stop_grace, 30, "seconds between SIGTERM and SIGKILL when the worker shuts down");
 ABSL_FLAG(double, cancel_grace, 10, "seconds between SIGTERM and SIGKILL for a cancel order without a grace");
+ABSL_FLAG(double, unreachable_grace, 1800,
+          "seconds a job's ranks keep running while the coordinator cannot be reached (then they "
+          "checkpoint and stop)");
 ABSL_FLAG(double, event_poll, 0.2, "seconds between reads of a job's events.jsonl");
 ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port 0 picks a free "
@@ -237,6 +240,11 @@ int main(int argc, char** argv) {
   options.lease_wait = Seconds(std::max(0.1, absl::GetFlag(FLAGS_lease_wait)));
   options.stop_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_stop_grace)));
   options.cancel_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_cancel_grace)));
+  if (absl::GetFlag(FLAGS_unreachable_grace) <= 0) {
+    std::fprintf(stderr, "rdattn-worker: --unreachable-grace: must be > 0 seconds\n");
+    return 2;
+  }
+  options.unreachable_grace = Seconds(absl::GetFlag(FLAGS_unreachable_grace));
   options.event_poll_interval = Seconds(std::max(0.01, absl::GetFlag(FLAGS_event_poll)));
 
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);

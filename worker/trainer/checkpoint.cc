@@ -69,7 +69,9 @@ std::string MetaJson(const CheckpointMeta& m) {
                         {"config", m.config},
                         {"spec", m.spec},
                         {"fingerprint", m.fingerprint},
-                        {"init_checksum", m.init_checksum}}
+                        {"init_checksum", m.init_checksum},
+                        {"evaluated_milestones", m.evaluated_milestones},
+                        {"attempt", m.attempt}}
       .dump();
 }
 
@@ -85,6 +87,12 @@ StatusOr<CheckpointMeta> ParseMeta(const std::string& path, const std::string& t
     m.spec = j.at("spec");
     m.fingerprint = j.at("fingerprint");
     m.init_checksum = j.value("init_checksum", "");
+    if (j.contains("evaluated_milestones")) {
+      m.evaluated_milestones = j.at("evaluated_milestones").get<std::vector<int64_t>>();
+    } else {
+      m.evaluated_milestones_known = false;
+    }
+    m.attempt = j.value("attempt", 0);
     return m;
   } catch (const std::exception& e) {
     return DataLossError(path + ": bad checkpoint metadata: " + e.what());
@@ -101,7 +109,8 @@ std::string CheckpointPath(const std::string& dir, int64_t step) {
 
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta,
                                      model::Gpt& model, torch::optim::Optimizer* optimizer,
-                                     int keep_last) {
+                                     int keep_last, const std::vector<int64_t>& keep_steps,
+                                     const std::function<Status()>& before_rename) {
   RDATTN_RETURN_IF_ERROR(MakeDirs(dir));
   const std::string path = CheckpointPath(dir, meta.step);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -122,16 +131,35 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
     return InternalError(tmp + ": writing the checkpoint failed: " + e.what());
   }
   RDATTN_RETURN_IF_ERROR(FsyncPath(tmp, false));
+  if (before_rename) {
+    if (Status st = before_rename(); !st.ok()) {
+      std::remove(tmp.c_str());
+      return st;
+    }
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return InternalError(path + ": rename failed (" + std::strerror(errno) + ")");
   }
   RDATTN_RETURN_IF_ERROR(FsyncPath(dir, true));
   std::vector<int64_t> steps = ListSteps(dir);
+  steps.erase(std::remove_if(steps.begin(), steps.end(),
+                             [&](int64_t s) {
+                               return std::find(keep_steps.begin(), keep_steps.end(), s) !=
+                                      keep_steps.end();
+                             }),
+              steps.end());
   const int keep = std::max(keep_last, 1);
   for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
     std::remove(CheckpointPath(dir, steps[i]).c_str());
   return path;
+}
+
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  const std::vector<int64_t> steps = ListSteps(dir);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) out.emplace_back(*it, CheckpointPath(dir, *it));
+  return out;
 }
 
 StatusOr<std::string> LatestCheckpoint(const std::string& dir) {

@@ -6,8 +6,11 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "model/gpt.h"
@@ -21,18 +24,30 @@ struct CheckpointMeta {
   nlohmann::json spec;         // RunSpecJson: re-parseable by ParseRunConfig
   nlohmann::json fingerprint;  // NumericFingerprint
   std::string init_checksum;   // of the shared parameters at step 0
+  // Milestones (tokens) this run's lineage has evaluated up to this checkpoint: what a
+  // standalone resume trusts (under a coordinator the lease says what is stored).
+  std::vector<int64_t> evaluated_milestones;
+  bool evaluated_milestones_known = true;  // false: written before rdattn recorded them
+  int attempt = 0;  // the attempt that wrote it (0 standalone)
 };
 
 // "ckpt_step_00000040.pt" inside dir.
 std::string CheckpointPath(const std::string& dir, int64_t step);
 
-// Writes a checkpoint for meta.step and deletes all but the newest `keep_last`.
+// Writes a checkpoint for meta.step and deletes all but the newest `keep_last`, sparing the
+// steps in `keep_steps` (the milestones: a resumed run re-evaluates a milestone from its
+// checkpoint). `before_rename`, when set, runs after the file is written and before it
+// becomes visible; an error from it (a fenced attempt) discards the file.
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta,
                                      model::Gpt& model, torch::optim::Optimizer* optimizer,
-                                     int keep_last);
+                                     int keep_last, const std::vector<int64_t>& keep_steps = {},
+                                     const std::function<Status()>& before_rename = nullptr);
 
 // The newest complete checkpoint in `dir`; "" when there is none (or dir does not exist).
 StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+
+// Every complete checkpoint in `dir` as (step, path), newest first.
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& dir);
 
 // Reads only the metadata (config and step) of a checkpoint.
 StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path);

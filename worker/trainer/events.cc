@@ -59,6 +59,10 @@ void EventSink::SetIdentity(std::string run_id, std::string job_id, int attempt)
 }
 
 void EventSink::Emit(const std::string& kind, nlohmann::json fields) {
+  if (gate_ && !gate_()) {
+    ++dropped_;
+    return;
+  }
   nlohmann::json e = nlohmann::json::object();
   e["seq"] = ++seq_;
   e["kind"] = "KIND_" + kind;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +24,10 @@ class EventSink {
   // Stamps seq, wall_time, run_id, job_id and attempt, writes one line and flushes.
   void Emit(const std::string& kind, nlohmann::json fields);
   void SetIdentity(std::string run_id, std::string job_id, int attempt);
+  // Events are written only while `gate` returns true (a fenced attempt writes none); the
+  // others are counted in dropped().
+  void SetGate(std::function<bool()> gate) { gate_ = std::move(gate); }
+  int64_t dropped() const { return dropped_; }
   const std::vector<std::string>& lines() const { return lines_; }
 
  private:
@@ -34,6 +39,8 @@ class EventSink {
   uint64_t seq_ = 0;
   std::string run_id_, job_id_;
   int attempt_ = 0;
+  std::function<bool()> gate_;
+  int64_t dropped_ = 0;
 };
 
 // A double for JSON: finite values as numbers, NaN/±Infinity as the strings protobuf expects.

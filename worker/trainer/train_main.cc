@@ -9,8 +9,11 @@
 //
 // JOB.json is an rdattn.v1.RunSpec in protobuf's JSON mapping (docs/run-config.md).
 // Exit codes: 0 finished; 75 preempted (SIGTERM) after writing a checkpoint; 2 bad usage or
-// bad config; 1 any other failure. docs/trainer.md has the whole story.
+// bad config; 70 the launching worker is gone (RDATTN_SUPERVISOR_*: stopped at once, nothing
+// written); 1 any other failure. docs/trainer.md has the whole story.
+#include <sys/prctl.h>
 #include <torch/cuda.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -23,13 +26,14 @@
 #include <vector>
 
 #include "common/run_config.h"
+#include "common/supervisor.h"
 #include "worker/comm/communicator.h"
 #include "worker/trainer/events.h"
 #include "worker/trainer/trainer.h"
 
 namespace {
 
-constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitPreempted = 75;
+constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitOrphaned = 70, kExitPreempted = 75;
 
 std::atomic<bool> g_stop{false};
 extern "C" void OnTerminate(int) { g_stop.store(true); }
@@ -126,7 +130,29 @@ int ExitFor(const rdattn::Status& st) {
   return st.code() == rdattn::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
 }
 
+// A rank launched by rdattn-worker stops at once when the worker is gone: the kernel kills a
+// direct child (PR_SET_PDEATHSIG), and a thread polls the worker's pid for ranks under mpirun.
+// No checkpoint and no event: the lease is as good as lost and a newer attempt may run.
+rdattn::StatusOr<std::unique_ptr<rdattn::SupervisorWatch>> WatchSupervisor() {
+  RDATTN_ASSIGN_OR_RETURN(const std::optional<rdattn::Supervisor> sup, rdattn::SupervisorFromEnvironment());
+  if (!sup) return std::unique_ptr<rdattn::SupervisorWatch>();
+  if (::getppid() == sup->pid) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  auto gone = [pid = sup->pid] {
+    std::fprintf(stderr, "rdattn-train: the worker that launched this rank (pid %d) is gone; stopping now, "
+                 "without a checkpoint\n", static_cast<int>(pid));
+    std::fflush(stderr);
+    ::_exit(kExitOrphaned);
+  };
+  if (!rdattn::SupervisorAlive(*sup)) gone();
+  return std::make_unique<rdattn::SupervisorWatch>(*sup, 200, gone);
+}
+
 int RunTrain(const Args& a) {
+  auto watch = WatchSupervisor();
+  if (!watch.ok()) {
+    std::fprintf(stderr, "rdattn-train: %s\n", watch.status().ToString().c_str());
+    return kExitUsage;
+  }
   auto cfg = LoadJob(a.job);
   if (!cfg.ok()) {
     std::fprintf(stderr, "rdattn-train: %s\n", cfg.status().ToString().c_str());
@@ -155,6 +181,7 @@ int RunTrain(const Args& a) {
   rdattn::trainer::TrainOptions opts;
   opts.peak_flops_per_rank = a.peak_flops;
   opts.stop_after_steps = a.stop_after_steps;
+  opts.attempt = a.attempt;
   opts.stop_requested = &g_stop;
   opts.events = sink.get();
   auto outcome = rdattn::trainer::Train(*cfg, **comm, opts);

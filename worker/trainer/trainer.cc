@@ -1,6 +1,8 @@
 #include "worker/trainer/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <unistd.h>
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/types.h>
@@ -8,8 +10,12 @@
 #include <torch/optim/adamw.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -19,6 +25,7 @@
 #include "worker/data/shard.h"
 #include "worker/io/safetensors.h"
 #include "worker/trainer/checkpoint.h"
+#include "worker/trainer/fence.h"
 #include "worker/trainer/sampler.h"
 
 namespace rdattn::trainer {
@@ -238,6 +245,132 @@ nlohmann::json DepthJson(const model::DepthDiagnostics& d) {
   return j;
 }
 
+// Every rank learns whether all ranks succeeded; a failure anywhere fails everywhere.
+Status AgreeOk(comm::Communicator& comm, const Runtime& rt, const Status& local) {
+  at::Tensor bad = at::full({1}, local.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
+  RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(bad));
+  if (bad.cpu().item<double>() > 0) return local.ok() ? AbortedError("another rank failed") : local;
+  return Status::Ok();
+}
+
+struct Milestone {
+  int64_t step = 0;
+  int64_t tokens = 0;
+};
+
+// Where the run evaluates: the configured milestones up to the stop step, and the stop step
+// itself when it is not one of them (the report's ExpectedMilestones, coordinator/report.cc).
+std::vector<Milestone> RunMilestones(const ScheduleConfig& s) {
+  std::vector<Milestone> out;
+  bool last_is_milestone = false;
+  for (size_t i = 0; i < s.milestone_steps.size() && i < s.milestones_tokens.size(); ++i) {
+    if (s.milestone_steps[i] > s.stop_step) continue;
+    out.push_back({s.milestone_steps[i], s.milestones_tokens[i]});
+    if (s.milestone_steps[i] == s.stop_step) last_is_milestone = true;
+  }
+  if (!last_is_milestone && s.stop_step > 0) out.push_back({s.stop_step, s.stop_step * s.global_batch_tokens});
+  return out;
+}
+
+struct ResumePlan {
+  std::string path;                // "" : from scratch
+  std::vector<Milestone> missing;  // at or before the resume step, evaluation not stored
+};
+
+bool IsReadableFile(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+// Chooses the checkpoint to resume from: the explicit checkpoint.resume_from (used as is), else
+// the newest that reads among the directory's and the coordinator's. A milestone before it
+// whose evaluation is missing needs its own checkpoint; if that is gone, the run resumes from
+// an earlier checkpoint (and trains through the milestone again) instead.
+StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self,
+                                const std::vector<Milestone>& milestones, std::vector<std::string>* warnings) {
+  auto check_fingerprint = [&](const std::string& path, const CheckpointMeta& saved) -> Status {
+    const auto diff = FingerprintDifferences(saved.fingerprint, self.fingerprint);
+    if (diff.empty()) return Status::Ok();
+    std::string fields;
+    for (const auto& d : diff) fields += (fields.empty() ? "" : ", ") + d;
+    return FailedPreconditionError(path + ": the checkpoint was written by a run whose config differs in: " + fields);
+  };
+  auto missing_at = [&](int64_t step, const CheckpointMeta& saved) {
+    const std::vector<int64_t>& stored =
+        cfg.checkpoint.stored_evals_known ? cfg.checkpoint.stored_eval_milestones : saved.evaluated_milestones;
+    std::vector<Milestone> out;
+    if (cfg.data.val_shards.empty()) return out;
+    if (!cfg.checkpoint.stored_evals_known && !saved.evaluated_milestones_known) return out;
+    for (const Milestone& m : milestones)
+      if (m.step <= step && std::find(stored.begin(), stored.end(), m.tokens) == stored.end()) out.push_back(m);
+    return out;
+  };
+  ResumePlan plan;
+  if (!cfg.checkpoint.resume_from.empty()) {
+    RDATTN_ASSIGN_OR_RETURN(const CheckpointMeta saved, ReadCheckpointMeta(cfg.checkpoint.resume_from));
+    RDATTN_RETURN_IF_ERROR(check_fingerprint(cfg.checkpoint.resume_from, saved));
+    plan.path = cfg.checkpoint.resume_from;
+    for (const Milestone& m : missing_at(saved.step, saved)) {
+      if (m.step == saved.step) {
+        plan.missing.push_back(m);
+      } else {
+        warnings->push_back("milestone " + std::to_string(m.tokens) + " was not evaluated before " + plan.path +
+                            " and cannot be re-evaluated from an explicit resume_from");
+      }
+    }
+    return plan;
+  }
+  std::vector<std::pair<int64_t, std::string>> candidates;
+  if (!cfg.checkpoint.dir.empty()) candidates = ListCheckpoints(cfg.checkpoint.dir);
+  const std::string& theirs = cfg.checkpoint.coordinator_checkpoint;
+  if (!theirs.empty()) {
+    const bool listed = std::any_of(candidates.begin(), candidates.end(),
+                                    [&](const auto& c) { return c.second == theirs; });
+    if (!listed && IsReadableFile(theirs)) {
+      auto saved = ReadCheckpointMeta(theirs);
+      if (saved.ok()) {
+        candidates.emplace_back(saved->step, theirs);
+      } else {
+        warnings->push_back("the coordinator's checkpoint " + theirs + " does not read (" + saved.status().message() +
+                            "); not resuming from it");
+      }
+    } else if (!listed) {
+      std::string where = candidates.empty() ? "from scratch" : "from " + candidates.front().second;
+      warnings->push_back("the coordinator's checkpoint " + theirs + " is not readable here (" +
+                          std::strerror(errno) + "); resuming " + where);
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  }
+  int64_t limit = std::numeric_limits<int64_t>::max();
+  for (const auto& [step, path] : candidates) {
+    if (step > limit) continue;
+    auto saved = ReadCheckpointMeta(path);
+    if (!saved.ok()) {
+      warnings->push_back(path + " does not read (" + saved.status().message() + "); trying an older checkpoint");
+      continue;
+    }
+    RDATTN_RETURN_IF_ERROR(check_fingerprint(path, *saved));
+    const std::vector<Milestone> missing = missing_at(saved->step, *saved);
+    bool ok = true;
+    for (const Milestone& m : missing) {
+      if (m.step == saved->step) continue;
+      const std::string at = CheckpointPath(cfg.checkpoint.dir, m.step);
+      if (!ReadCheckpointMeta(at).ok()) {
+        warnings->push_back("milestone " + std::to_string(m.tokens) + " (step " + std::to_string(m.step) +
+                            ") has no stored evaluation and no readable checkpoint; resuming from step " +
+                            std::to_string(m.step) + " or earlier to evaluate it again");
+        limit = m.step;
+        ok = false;
+        break;
+      }
+    }
+    if (!ok) continue;
+    plan.path = path;
+    plan.missing = missing;
+    return plan;
+  }
+  if (!candidates.empty() && plan.path.empty())
+    warnings->push_back("no usable checkpoint among " + std::to_string(candidates.size()) + "; starting from step 0");
+  return plan;
+}
+
 StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm, const TrainOptions& opts) {
   const int rank = comm.rank(), world = comm.world_size();
   EventSink* events = rank == 0 ? opts.events : nullptr;
@@ -287,30 +420,32 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                                                           .weight_decay(0.0)));
   torch::optim::AdamW optimizer(std::move(groups));
 
-  // Resume.
+  // Fencing: this attempt claims the checkpoint directory; an older attempt still running
+  // (its worker gone) sees the claim and writes nothing more.
+  const AttemptFence fence(cfg.checkpoint.dir, opts.attempt);
+  RDATTN_RETURN_IF_ERROR(AgreeOk(comm, rt, rank == 0 ? fence.Claim() : Status::Ok()));
+  if (events != nullptr) events->SetGate([&fence] { return fence.Check().ok(); });
+
+  // Resume: the newest checkpoint that reads (a corrupt or truncated one is skipped, with a
+  // warning), and the milestones whose evaluation is not stored.
   CheckpointMeta meta;
   meta.config = ResolvedConfigJson(cfg);
   meta.spec = RunSpecJson(cfg);
   meta.fingerprint = NumericFingerprint(cfg);
   meta.init_checksum = init_checksum;
+  meta.attempt = opts.attempt;
+  const std::vector<Milestone> milestones = RunMilestones(cfg.schedule);
+  std::vector<std::string> warnings;
+  RDATTN_ASSIGN_OR_RETURN(const ResumePlan plan, PlanResume(cfg, meta, milestones, &warnings));
   int64_t start_step = 0;
-  std::string resume = cfg.checkpoint.resume_from;
-  if (resume.empty() && !cfg.checkpoint.dir.empty()) {
-    RDATTN_ASSIGN_OR_RETURN(resume, LatestCheckpoint(cfg.checkpoint.dir));
-  }
-  if (!resume.empty()) {
-    RDATTN_ASSIGN_OR_RETURN(const CheckpointMeta saved, ReadCheckpointMeta(resume));
-    const auto diff = FingerprintDifferences(saved.fingerprint, meta.fingerprint);
-    if (!diff.empty()) {
-      std::string fields;
-      for (const auto& d : diff) fields += (fields.empty() ? "" : ", ") + d;
-      return FailedPreconditionError(resume + ": the checkpoint was written by a run whose config differs in: " + fields);
-    }
+  if (!plan.path.empty()) {
     CheckpointMeta loaded;
-    RDATTN_RETURN_IF_ERROR(LoadCheckpoint(resume, model, &optimizer, &loaded));
+    RDATTN_RETURN_IF_ERROR(LoadCheckpoint(plan.path, model, &optimizer, &loaded));
     start_step = loaded.step;
     meta.init_checksum = loaded.init_checksum;
+    meta.evaluated_milestones = loaded.evaluated_milestones;
   }
+  for (const std::string& w : warnings) std::fprintf(stderr, "rdattn-train: warning: %s\n", w.c_str());
 
   const ScheduleConfig& s = cfg.schedule;
   const model::FlopCounts flops = model::CountFlops(cfg.model);
@@ -333,8 +468,11 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                  {"init_param_checksum", meta.init_checksum},
                  {"data_order_checksum", data_order_checksum}});
     events->Emit("INIT", init);
+    for (const std::string& w : warnings) events->Emit("WARNING", {{"step", start_step}, {"warning", w}});
   }
 
+  std::vector<int64_t> milestone_steps_kept;
+  for (const Milestone& m : milestones) milestone_steps_kept.push_back(m.step);
   auto write_checkpoint = [&](int64_t completed) -> Status {
     if (cfg.checkpoint.dir.empty()) return Status::Ok();
     meta.step = completed;
@@ -342,7 +480,8 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     Status st;
     std::string path;
     if (rank == 0) {
-      auto saved = SaveCheckpoint(cfg.checkpoint.dir, meta, model, &optimizer, cfg.checkpoint.keep_last);
+      auto saved = SaveCheckpoint(cfg.checkpoint.dir, meta, model, &optimizer, cfg.checkpoint.keep_last,
+                                  milestone_steps_kept, [&fence] { return fence.Check(); });
       if (saved.ok()) path = *saved; else st = saved.status();
     }
     // Every rank learns whether rank 0 succeeded.
@@ -354,11 +493,14 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     return Status::Ok();
   };
 
-  auto evaluate = [&](int64_t completed, int64_t milestone_tokens) -> Status {
+  auto evaluate_model = [&](model::Gpt& evaluated, int64_t completed, int64_t milestone_tokens) -> Status {
     if (val_windows.empty()) return Status::Ok();
     const bool diag = model::HasDepthRead(cfg.model.arm);
     RDATTN_ASSIGN_OR_RETURN(const EvalOutput ev,
-                            Evaluate(model, val_index, val_windows, s.micro_batch_sequences, comm, rt, diag));
+                            Evaluate(evaluated, val_index, val_windows, s.micro_batch_sequences, comm, rt, diag));
+    if (std::find(meta.evaluated_milestones.begin(), meta.evaluated_milestones.end(), milestone_tokens) ==
+        meta.evaluated_milestones.end())
+      meta.evaluated_milestones.push_back(milestone_tokens);
     if (events != nullptr) {
       nlohmann::json e = diag ? DepthJson(ev.depth) : nlohmann::json::object();
       e.update({{"step", completed},
@@ -370,6 +512,28 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     }
     return Status::Ok();
   };
+  auto evaluate = [&](int64_t completed, int64_t milestone_tokens) -> Status {
+    return evaluate_model(model, completed, milestone_tokens);
+  };
+
+  // Milestones at or before the resume point whose evaluation is not stored (an attempt that
+  // died before its events got through): evaluated again, deterministically, from the model
+  // as it was at the milestone (its checkpoint; the current model when it is the resume point).
+  for (const Milestone& m : plan.missing) {
+    if (m.step == start_step) {
+      RDATTN_RETURN_IF_ERROR(evaluate(m.step, m.tokens));
+      continue;
+    }
+    const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+    model::Gpt past(cfg.model, cfg.init_seed);
+    past->to(rt.device, rt.param_dtype);
+    CheckpointMeta past_meta;
+    const Status loaded = LoadCheckpoint(CheckpointPath(cfg.checkpoint.dir, m.step), past, nullptr, &past_meta);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+    gen.set_state(rng);
+    RDATTN_RETURN_IF_ERROR(loaded.WithPrefix("re-evaluating milestone " + std::to_string(m.tokens)));
+    RDATTN_RETURN_IF_ERROR(evaluate_model(past, m.step, m.tokens));
+  }
 
   const int64_t accum = s.grad_accum_steps, mb = s.micro_batch_sequences;
   model->train();
@@ -421,11 +585,19 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     ++steps_here;
     const bool stop_local = (opts.stop_requested != nullptr && opts.stop_requested->load()) ||
                             (opts.stop_after_steps > 0 && steps_here >= opts.stop_after_steps);
-    at::Tensor stats = at::tensor({loss_sum, stop_local ? 1.0 : 0.0}, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
+    // Rank 0 also looks at the fence: a newer attempt has claimed the checkpoint directory.
+    const Status fenced = rank == 0 ? fence.Check() : Status::Ok();
+    at::Tensor stats = at::tensor({loss_sum, stop_local ? 1.0 : 0.0, fenced.ok() ? 0.0 : 1.0},
+                                  at::TensorOptions().dtype(at::kDouble))
+                           .to(rt.device);
     RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(stats));
     stats = stats.cpu();
     const double loss = stats[0].item<double>() / world;
     const bool stop = stats[1].item<double>() > 0;
+    if (stats[2].item<double>() > 0) {
+      return fenced.ok() ? AbortedError("fenced: rank 0 saw a newer attempt's claim on " + cfg.checkpoint.dir)
+                         : fenced;
+    }
     if (rt.cuda) torch::cuda::synchronize();
     const double step_s = Seconds(t_step, Clock::now());
     const int64_t completed = step + 1;

@@ -21,6 +21,9 @@ struct TrainOptions {
   // Test hook: after this many steps in this process, behave as on SIGTERM (checkpoint, then
   // return kPreempted). 0: off.
   int64_t stop_after_steps = 0;
+  // The job's attempt (--attempt; 0 standalone): attempts > 0 fence the checkpoint directory
+  // (worker/trainer/fence.h).
+  int attempt = 0;
   // Set by the SIGTERM handler; every rank agrees on the step at which to stop.
   const std::atomic<bool>* stop_requested = nullptr;
   EventSink* events = nullptr;  // rank 0's sink; ignored on other ranks

@@ -1,0 +1,97 @@
+// Attempt fencing (see fence.h).
+#include "worker/trainer/fence.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace rdattn::trainer {
+namespace {
+
+constexpr const char* kMarkerPrefix = "attempt-";
+constexpr const char* kMarkerSuffix = ".fence";
+
+std::string MarkerPath(const std::string& dir, int attempt) {
+  return dir + "/" + kMarkerPrefix + std::to_string(attempt) + kMarkerSuffix;
+}
+
+// "attempt-12.fence" -> 12; -1 otherwise.
+int MarkerAttempt(const std::string& name) {
+  const size_t pl = std::strlen(kMarkerPrefix), sl = std::strlen(kMarkerSuffix);
+  if (name.size() <= pl + sl || name.compare(0, pl, kMarkerPrefix) != 0 ||
+      name.compare(name.size() - sl, sl, kMarkerSuffix) != 0) {
+    return -1;
+  }
+  const std::string digits = name.substr(pl, name.size() - pl - sl);
+  if (digits.empty() || digits.size() > 9) return -1;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+  }
+  return std::atoi(digits.c_str());
+}
+
+Status MakeDirs(const std::string& dir) {
+  std::string cur;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+        return InvalidArgumentError("checkpoint.dir " + dir + ": cannot create " + cur + " (" +
+                                    std::strerror(errno) + ")");
+      }
+    }
+    if (i < dir.size()) cur.push_back(dir[i]);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+AttemptFence::AttemptFence(std::string dir, int attempt) : dir_(std::move(dir)), attempt_(attempt) {}
+
+Status AttemptFence::Claim() const {
+  if (attempt_ <= 0 || dir_.empty()) return Status::Ok();
+  RDATTN_RETURN_IF_ERROR(MakeDirs(dir_));
+  const std::string path = MarkerPath(dir_, attempt_);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return InternalError(path + ": cannot create the attempt marker (" + std::strerror(errno) + ")");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  const ssize_t ignored = ::write(fd, pid.data(), pid.size());
+  (void)ignored;
+  ::fsync(fd);
+  ::close(fd);
+  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Check();
+}
+
+int AttemptFence::HighestClaim() const {
+  int highest = 0;
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) highest = std::max(highest, MarkerAttempt(e->d_name));
+  ::closedir(d);
+  return highest;
+}
+
+Status AttemptFence::Check() const {
+  if (attempt_ <= 0 || dir_.empty()) return Status::Ok();
+  const int highest = HighestClaim();
+  if (highest > attempt_) {
+    return AbortedError("fenced: attempt " + std::to_string(highest) + " has claimed " + dir_ +
+                        "; this attempt (" + std::to_string(attempt_) +
+                        ") is stale and writes nothing more");
+  }
+  return Status::Ok();
+}
+
+}  // namespace rdattn::trainer
