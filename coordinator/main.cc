@@ -42,6 +42,8 @@ ABSL_FLAG(std::string, tokens_file, "",
           "empty: authentication OFF");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (TLS when given with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(int, max_message_bytes, 4 << 20,
+          "largest request message accepted, in bytes; a bigger one is refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, shutdown_grace_seconds, 5, "on SIGTERM/SIGINT: time in-flight calls get to finish");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on at /metrics; port 0 picks a free port; "
@@ -110,6 +112,9 @@ int main(int argc, char** argv) {
   const int metrics_retention_s = absl::GetFlag(FLAGS_metrics_retention);
   if (metrics_retention_s < 0) return Fail(InvalidArgumentError("--metrics-retention: must be >= 0"));
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (absl::GetFlag(FLAGS_max_message_bytes) < 1024) {
+    return Fail(InvalidArgumentError("--max-message-bytes: must be >= 1024"));
+  }
 
   Authenticator auth;
   const std::string tokens_file = absl::GetFlag(FLAGS_tokens_file);
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
   ServerOptions server_options;
   server_options.listen = absl::GetFlag(FLAGS_listen);
   server_options.credentials = *creds;
+  server_options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   server_options.metrics = metrics.get();
   StatusOr<std::unique_ptr<CoordinatorServer>> server =
       CoordinatorServer::Start(&core, &auth, server_options);

@@ -175,6 +175,7 @@ StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Core* core
   builder.AddListeningPort(options.listen,
                            options.credentials ? options.credentials : grpc::InsecureServerCredentials(),
                            &s->port_);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(s->sweep_service_.get());
   builder.RegisterService(s->worker_service_.get());
   if (options.metrics != nullptr) {

@@ -24,6 +24,8 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // host:port; port 0 picks a free one
   // Null: insecure (plaintext).
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  // Largest request message accepted; a bigger one is RESOURCE_EXHAUSTED (4 MiB: gRPC's default).
+  int max_receive_message_bytes = 4 << 20;
   // Borrowed; null: no RPC metrics. When set, every call of every service (health included)
   // is counted and timed (rdattn_grpc_requests_total, rdattn_grpc_request_duration_seconds).
   CoordinatorMetrics* metrics = nullptr;
