@@ -1094,7 +1094,8 @@ StatusOr<RunConfig> ParseRunConfigText(std::string_view json_text) {
   OJson spec;
   try {
     spec = OJson::parse(json_text.begin(), json_text.end());
-  } catch (const OJson::parse_error& ex) {
+  } catch (const OJson::exception& ex) {
+    // parse_error, and out_of_range for a number beyond double ("1e999").
     return InvalidArgumentError(std::string("RunSpec: invalid JSON: ") + ex.what());
   }
   return ParseOrdered(spec);
