@@ -23,10 +23,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const CoordinatorClientOptions& optio
   // Keep long polls and long progress streams alive through idle NATs and proxies.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  // Reconnect quickly after a coordinator restart.
+  // Reconnect quickly after a coordinator restart: attempts 0.5 s apart at first, at most 2 s
+  // (gRPC's default grows to 120 s). The connect timeout keeps gRPC's default (20 s): a short
+  // one fails the handshake with a coordinator that is busy starting, and backs off again.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
+  // A channel of its own subchannels: a replacement channel (Reconnect) really connects anew.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(options.address, creds, args);
 }
 
@@ -72,12 +76,27 @@ void ProgressStream::Cancel() { context_->TryCancel(); }
 // --- CoordinatorClient -------------------------------------------------------------------------
 
 CoordinatorClient::CoordinatorClient(const CoordinatorClientOptions& options)
-    : CoordinatorClient(MakeChannel(options), options.token) {}
+    : options_(options), token_(options.token) {
+  channel_ = MakeChannel(options);
+  stub_ = pb::WorkerService::NewStub(channel_);
+}
 
 CoordinatorClient::CoordinatorClient(std::shared_ptr<grpc::Channel> channel, std::string token)
-    : channel_(std::move(channel)),
-      stub_(pb::WorkerService::NewStub(channel_)),
-      token_(std::move(token)) {}
+    : token_(std::move(token)), channel_(std::move(channel)), stub_(pb::WorkerService::NewStub(channel_)) {}
+
+std::shared_ptr<pb::WorkerService::Stub> CoordinatorClient::stub() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stub_;
+}
+
+void CoordinatorClient::Reconnect() {
+  if (!options_) return;
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(*options_);
+  std::shared_ptr<pb::WorkerService::Stub> stub = pb::WorkerService::NewStub(channel);
+  std::lock_guard<std::mutex> lock(mu_);
+  channel_ = std::move(channel);
+  stub_ = std::move(stub);
+}
 
 std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(Timeout timeout) const {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -90,7 +109,7 @@ StatusOr<pb::RegisterWorkerResponse> CoordinatorClient::RegisterWorker(
     const pb::RegisterWorkerRequest& request, Timeout timeout) {
   auto context = NewContext(timeout);
   pb::RegisterWorkerResponse response;
-  const grpc::Status status = stub_->RegisterWorker(context.get(), request, &response);
+  const grpc::Status status = stub()->RegisterWorker(context.get(), request, &response);
   return Result(status, std::move(response));
 }
 
@@ -103,7 +122,7 @@ StatusOr<pb::LeaseJobResponse> CoordinatorClient::LeaseJob(const pb::LeaseJobReq
     lease_call_ = context.get();
   }
   pb::LeaseJobResponse response;
-  const grpc::Status status = stub_->LeaseJob(context.get(), request, &response);
+  const grpc::Status status = stub()->LeaseJob(context.get(), request, &response);
   {
     std::lock_guard<std::mutex> lock(mu_);
     lease_call_ = nullptr;
@@ -121,7 +140,7 @@ StatusOr<pb::HeartbeatResponse> CoordinatorClient::Heartbeat(const pb::Heartbeat
                                                              Timeout timeout) {
   auto context = NewContext(timeout);
   pb::HeartbeatResponse response;
-  const grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
+  const grpc::Status status = stub()->Heartbeat(context.get(), request, &response);
   return Result(status, std::move(response));
 }
 
@@ -129,14 +148,14 @@ StatusOr<pb::CompleteJobResponse> CoordinatorClient::CompleteJob(
     const pb::CompleteJobRequest& request, Timeout timeout) {
   auto context = NewContext(timeout);
   pb::CompleteJobResponse response;
-  const grpc::Status status = stub_->CompleteJob(context.get(), request, &response);
+  const grpc::Status status = stub()->CompleteJob(context.get(), request, &response);
   return Result(status, std::move(response));
 }
 
 std::unique_ptr<ProgressStream> CoordinatorClient::OpenProgress(Timeout lifetime) {
   auto context = NewContext(lifetime);
   auto* response = new pb::ReportProgressResponse();
-  auto writer = stub_->ReportProgress(context.get(), response);
+  auto writer = stub()->ReportProgress(context.get(), response);
   return std::make_unique<ProgressStream>(std::move(context), response, std::move(writer));
 }
 

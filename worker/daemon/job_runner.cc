@@ -218,8 +218,11 @@ void JobRunner::Run() {
 
   pb::RunSpec spec = ResolveRunSpec(lease_, options_);
   if (const std::string& theirs = lease_.resume_checkpoint_path(); !theirs.empty()) {
+    // One of the job's own directory may be gone for a newer one (keep_last): nothing to say.
     std::error_code ec;
-    if (!fs::is_regular_file(theirs, ec) || ::access(theirs.c_str(), R_OK) != 0) {
+    const bool own = fs::path(theirs).parent_path().lexically_normal() ==
+                     fs::path(spec.checkpoint().dir()).lexically_normal();
+    if (!own && (!fs::is_regular_file(theirs, ec) || ::access(theirs.c_str(), R_OK) != 0)) {
       LogWarning(AttemptName(lease_) + ": the lease's checkpoint " + theirs +
                  " is not readable on this worker; the trainer resumes from " + spec.checkpoint().dir() +
                  " (or from scratch) and reports it");

@@ -352,7 +352,14 @@ void Worker::HeartbeatOnce() {
     request.set_free_slots(FreeSlots());
   }
   const auto sent_at = Clock::now();
-  StatusOr<pb::HeartbeatResponse> response = client_->Heartbeat(request, options_.rpc_timeout);
+  // A heartbeat that hangs (a coordinator host gone, a connect that never completes) must not
+  // hold back the next one past the coordinator's restart grace.
+  std::chrono::milliseconds deadline;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deadline = std::min(std::max(2 * heartbeat_interval_, std::chrono::milliseconds(2000)), options_.rpc_timeout);
+  }
+  StatusOr<pb::HeartbeatResponse> response = client_->Heartbeat(request, deadline);
   if (options_.metrics != nullptr) {
     if (response.ok()) {
       options_.metrics->HeartbeatSucceeded(std::chrono::system_clock::now());
@@ -371,12 +378,18 @@ void Worker::HeartbeatOnce() {
     LogInfo("the coordinator answers again");
   }
   unreachable_ = unreachable;
+  if (unreachable) {
+    LogDebug("Heartbeat after " +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent_at).count()) +
+             " ms: " + response.status().ToString());
+    client_->Reconnect();
+  }
   if (!response.ok()) {
     if (response.status().code() == StatusCode::kNotFound) {
       LogWarning("Heartbeat: the coordinator does not know this worker; registering again");
       reregister_ = true;
       cv_.notify_all();
-    } else {
+    } else if (!unreachable) {  // an unreachable coordinator is logged once, above
       LogWarning("Heartbeat: " + response.status().ToString());
     }
   } else {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <cstdio>
 #include <fstream>
@@ -321,7 +322,12 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
   if (!cfg.checkpoint.dir.empty()) candidates = ListCheckpoints(cfg.checkpoint.dir);
   const std::string& theirs = cfg.checkpoint.coordinator_checkpoint;
   if (!theirs.empty()) {
-    const bool listed = std::any_of(candidates.begin(), candidates.end(),
+    // A checkpoint of this run's own directory is listed already, or was pruned for a newer one.
+    const bool own = !cfg.checkpoint.dir.empty() &&
+                     std::filesystem::path(theirs).parent_path().lexically_normal() ==
+                         std::filesystem::path(cfg.checkpoint.dir).lexically_normal();
+    const bool listed = own ||
+                        std::any_of(candidates.begin(), candidates.end(),
                                     [&](const auto& c) { return c.second == theirs; });
     if (!listed && IsReadableFile(theirs)) {
       auto saved = ReadCheckpointMeta(theirs);
