@@ -310,14 +310,21 @@ def wait_ranks_gone(ranks, t0, limit=30):
     return time.time() - t0
 
 
-def scenario_worker_kill(c):
+def two_workers_running(c, roots=(None, None)):
+    """A coordinator, workers w0 and w1 (checkpoint roots `roots`) and the sweep, both jobs past
+    step 15. Returns (sweep id, the status then, w0's job)."""
     c.start_coordinator()
-    c.start_worker("w0")
-    c.start_worker("w1")
+    c.start_worker("w0", ckpt_root=roots[0])
+    c.start_worker("w1", ckpt_root=roots[1])
     sid = c.submit(sweep_yaml(c.data))
     st = wait_both_running(c, sid)
     victim = job_of_worker(st, "w0")
     check(victim is not None, "w0 runs a job (%s)" % (victim.job.job_id if victim else None))
+    return sid, st, victim
+
+
+def scenario_worker_kill(c):
+    sid, st, victim = two_workers_running(c)
     step_at_kill = victim.step
     ranks, t0 = c.kill_worker("w0")
     check(len(ranks) == 1, "w0 had one rank running (%s)" % ranks)
@@ -354,11 +361,8 @@ def scenario_worker_kill(c):
 
 
 def scenario_coordinator_kill(c):
-    addr = c.start_coordinator()
-    c.start_worker("w0")
-    c.start_worker("w1")
-    sid = c.submit(sweep_yaml(c.data))
-    wait_both_running(c, sid)
+    sid, _, _ = two_workers_running(c)
+    addr = c.addr
     c.coord.kill()
     c.coord.wait()
     time.sleep(2)
@@ -394,12 +398,7 @@ def scenario_coordinator_kill(c):
 
 
 def scenario_preempt(c):
-    c.start_coordinator()
-    c.start_worker("w0")
-    c.start_worker("w1")
-    sid = c.submit(sweep_yaml(c.data))
-    st = wait_both_running(c, sid)
-    victim = job_of_worker(st, "w0")
+    sid, st, victim = two_workers_running(c)
     p, workdir = c.workers["w0"]
     ranks = ranks_under(workdir)
     p.send_signal(signal.SIGTERM)
@@ -426,13 +425,8 @@ def scenario_preempt(c):
 
 
 def scenario_unshared_root(c):
-    c.start_coordinator()
     root0 = os.path.join(c.tmp, "node0-ckpt")
-    c.start_worker("w0", ckpt_root=root0)
-    c.start_worker("w1", ckpt_root=os.path.join(c.tmp, "node1-ckpt"))
-    sid = c.submit(sweep_yaml(c.data))
-    st = wait_both_running(c, sid)
-    victim = job_of_worker(st, "w0")
+    sid, st, victim = two_workers_running(c, (root0, os.path.join(c.tmp, "node1-ckpt")))
     ranks, t0 = c.kill_worker("w0")
     wait_ranks_gone(ranks, t0)
     check(victim.last_checkpoint_path.startswith(root0), "the job's checkpoint lies on node 0 (%s)" %
