@@ -33,6 +33,11 @@ std::string ListOf(const std::vector<std::string>& items) {
   return out;
 }
 
+// A scale name is a part of every job id, and job ids become folder names: the worker's job
+// folder (one path component: "<sweep_id>_<scale>_s<seed>_<arm>", at most 255 bytes) and the
+// sweep's "<checkpoint.dir>/<job id>". 64 characters leave room for the rest of the id.
+constexpr size_t kMaxScaleNameChars = 64;
+
 bool ValidScaleName(const std::string& name) {
   for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -41,6 +46,11 @@ bool ValidScaleName(const std::string& name) {
   }
   return !name.empty();
 }
+
+// Token shards hold uint16 ids, and the trainer opens them with the model's vocabulary, which
+// must be at most 65536 (worker/data/shard.h, Shard::Open). A larger vocabulary passes
+// ParseRunConfig but would fail every job when its shards are opened.
+constexpr int64_t kMaxShardVocab = 65536;
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -153,6 +163,15 @@ void CheckScales(const pb::SweepSpec& spec, FieldErrors& errors) {
     } else if (!ValidScaleName(name)) {
       errors.Add(field + (scale.name().empty() ? ".preset" : ".name"),
                  Quote(name) + " may contain only letters, digits, '_', '-' and '.'");
+    } else if (name == "." || name == "..") {
+      // "<checkpoint.dir>/<sweep>/../s1/block" would leave the sweep's folder (and meet the
+      // jobs of other sweeps there).
+      errors.Add(field + ".name", Quote(name) + " is not a usable name (it is a path step)");
+    } else if (name.size() > kMaxScaleNameChars) {
+      errors.Add(field + ".name", "is " + std::to_string(name.size()) +
+                                      " characters long, more than " +
+                                      std::to_string(kMaxScaleNameChars) +
+                                      " (it is a part of every job id and folder name)");
     } else if (!names.insert(name).second) {
       errors.Add(field + ".name", "duplicate scale name " + Quote(name));
     }
@@ -354,6 +373,14 @@ StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
         auto cfg = ParseRunSpec(MakeRunSpec(spec, sweep_id, scale, arm, seed, ids));
         if (!cfg.ok()) {
           run_errors.AddRunStatus(cfg.status(), origin);
+          continue;
+        }
+        if (cfg->model.vocab_size > kMaxShardVocab) {
+          run_errors.Add(SweepField("model.shape.vocab_size", spec, origin),
+                         std::to_string(cfg->model.vocab_size) + " is larger than " +
+                             std::to_string(kMaxShardVocab) +
+                             ", the most that uint16 token shards can index",
+                         i);
           continue;
         }
         const ScheduleConfig& schedule = cfg->schedule;

@@ -8,10 +8,12 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <exception>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,40 +36,141 @@ using internal::NoSemicolons;
 // empty value) null, and every other scalar a string: the descriptor walk below decides what a
 // scalar means from the field it is given to.
 
-OJson YamlToJson(const YAML::Node& node, const std::string& path, FieldErrors& errors) {
-  switch (node.Type()) {
-    case YAML::NodeType::Undefined:
-    case YAML::NodeType::Null:
-      return nullptr;
-    case YAML::NodeType::Scalar:
-      return node.Scalar();
-    case YAML::NodeType::Sequence: {
-      OJson out = OJson::array();
-      size_t i = 0;
-      for (const auto& item : node) out.push_back(YamlToJson(item, IndexPath(path, i++), errors));
-      return out;
+// Aliases share one node in yaml-cpp's tree, but YamlToJson copies them: a few lines of nested
+// aliases ("billion laughs") would expand to billions of values, and an alias inside the node
+// it names (`a: &a {b: *a}`) to an endless one. So the walk stops after kMaxYamlValues values
+// (a real sweep has a few thousand) or kMaxYamlDepth levels (a real sweep has five), and
+// reports an alias that names a node it is inside of.
+constexpr size_t kMaxYamlValues = 100000;
+constexpr size_t kMaxYamlDepth = 64;
+
+class YamlToJson {
+ public:
+  explicit YamlToJson(FieldErrors& errors) : errors_(errors) {}
+
+  // The document as JSON; LimitStatus() says whether the walk stopped at a limit.
+  OJson Document(const YAML::Node& root) { return Value(root, ""); }
+  Status LimitStatus() const {
+    if (too_many_) {
+      return InvalidArgumentError("SweepSpec: the YAML expands to more than " +
+                                  std::to_string(kMaxYamlValues) +
+                                  " values (aliases that repeat each other?)");
     }
-    case YAML::NodeType::Map: {
-      OJson out = OJson::object();
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        if (!it->first.IsScalar()) {
-          errors.Add(path, "a key must be a plain name (line " +
-                               std::to_string(it->first.Mark().line + 1) + ")");
-          continue;
-        }
-        const std::string key = it->first.Scalar();
-        const std::string key_path = JoinPath(path, key);
-        if (out.contains(key)) {
-          errors.Add(key_path,
-                     "given twice (line " + std::to_string(it->first.Mark().line + 1) + ")");
-          continue;
-        }
-        out[key] = YamlToJson(it->second, key_path, errors);
-      }
-      return out;
+    if (too_deep_) {
+      return InvalidArgumentError("SweepSpec: the YAML nests deeper than " +
+                                  std::to_string(kMaxYamlDepth) + " levels");
     }
+    return Status::Ok();
   }
-  return nullptr;
+
+ private:
+  bool Stopped() const { return too_many_ || too_deep_; }
+
+  OJson Value(const YAML::Node& node, const std::string& path) {
+    if (Stopped()) return nullptr;
+    if (values_left_ == 0) {
+      too_many_ = true;
+      return nullptr;
+    }
+    --values_left_;
+    if (node.IsMap() || node.IsSequence()) {
+      for (const YAML::Node& open : open_) {
+        if (open.is(node)) {
+          errors_.Add(path, "an alias names a mapping or list that it is inside of (line " +
+                                std::to_string(node.Mark().line + 1) + ")");
+          return nullptr;
+        }
+      }
+      if (open_.size() >= kMaxYamlDepth) {
+        too_deep_ = true;
+        return nullptr;
+      }
+      open_.push_back(node);
+      OJson out = node.IsMap() ? Map(node, path) : Sequence(node, path);
+      open_.pop_back();
+      return out;
+    }
+    if (node.IsScalar()) return node.Scalar();
+    return nullptr;  // Null, Undefined
+  }
+
+  OJson Sequence(const YAML::Node& node, const std::string& path) {
+    OJson out = OJson::array();
+    size_t i = 0;
+    for (const auto& item : node) {
+      out.push_back(Value(item, IndexPath(path, i++)));
+      if (Stopped()) break;
+    }
+    return out;
+  }
+
+  OJson Map(const YAML::Node& node, const std::string& path) {
+    OJson out = OJson::object();
+    for (auto it = node.begin(); it != node.end() && !Stopped(); ++it) {
+      if (!it->first.IsScalar()) {
+        errors_.Add(path, "a key must be a plain name (line " +
+                              std::to_string(it->first.Mark().line + 1) + ")");
+        continue;
+      }
+      const std::string key = it->first.Scalar();
+      const std::string key_path = JoinPath(path, key);
+      if (out.contains(key)) {
+        errors_.Add(key_path,
+                    "given twice (line " + std::to_string(it->first.Mark().line + 1) + ")");
+        continue;
+      }
+      out[key] = Value(it->second, key_path);
+    }
+    return out;
+  }
+
+  FieldErrors& errors_;
+  size_t values_left_ = kMaxYamlValues;
+  bool too_many_ = false;
+  bool too_deep_ = false;
+  std::vector<YAML::Node> open_;  // the mappings and lists the walk is inside of, outermost first
+};
+
+// Counts the documents of a YAML text with yaml-cpp's event parser, without building them.
+// YAML::LoadAll cannot be used: after a token that no node can start with, such as the ',' of
+// `{a: 1},` at the top level, yaml-cpp 0.7 returns an empty document without consuming the
+// token, so LoadAll appends empty documents until memory runs out. Here a document that starts
+// where the previous one did is that token, reported as a syntax error at its place. Throws
+// YAML::Exception on syntax errors.
+int CountYamlDocuments(const std::string& text) {
+  class Ignore : public YAML::EventHandler {
+   public:
+    void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+    YAML::Mark start = YAML::Mark::null_mark();
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  Ignore handler;
+  int docs = 0;
+  int previous_start = -1;
+  while (parser.HandleNextDocument(handler)) {
+    if (handler.start.pos == previous_start) {
+      const char c = handler.start.pos >= 0 && handler.start.pos < static_cast<int>(text.size())
+                         ? text[static_cast<size_t>(handler.start.pos)]
+                         : '?';
+      throw YAML::ParserException(
+          handler.start, std::string("unexpected '") + c + "' (a value cannot start with it here)");
+    }
+    previous_start = handler.start.pos;
+    ++docs;
+  }
+  return docs;
 }
 
 // Protobuf's JSON errors look like "(scales[0].shape) widht: Cannot find field." or
@@ -170,6 +273,10 @@ class DuplicateKeyFinder {
 
   FieldErrors& errors_;
   std::vector<Frame> frames_;
+
+ public:
+  // The field being parsed (where the parser stopped, after an error).
+  std::string CurrentPath() const { return Path(); }
 };
 
 // Collects every text-format error as "line N, column M: reason".
@@ -204,12 +311,30 @@ StatusOr<pb::SweepSpec> ParseSweepYaml(std::string_view yaml_text) {
   FieldErrors errors;
   OJson document;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));
-    if (docs.size() > 1) {
-      return InvalidArgumentError("SweepSpec: a sweep file holds one YAML document, found " +
-                                  std::to_string(docs.size()));
+    const std::string text(yaml_text);
+    const int docs = CountYamlDocuments(text);
+    // yaml-cpp 0.7 accepts a quoted scalar left open at the end of the file when line breaks
+    // follow it (they are folded into the scalar and the end of input is then never checked),
+    // so `name: "x` swallows the rest of the file. Without the trailing breaks it reports
+    // "illegal EOF in scalar": parse that too, and keep only that error.
+    const size_t last = text.find_last_not_of(" \t\r\n");
+    if (last != std::string::npos && last + 1 < text.size() &&
+        text.find_first_of("\"'") != std::string::npos) {
+      try {
+        CountYamlDocuments(text.substr(0, last + 1));
+      } catch (const YAML::ParserException& e) {
+        if (e.msg == YAML::ErrorMsg::EOF_IN_SCALAR) throw;
+      }
     }
-    if (!docs.empty()) document = YamlToJson(docs[0], "", errors);
+    if (docs > 1) {
+      return InvalidArgumentError("SweepSpec: a sweep file holds one YAML document, found " +
+                                  std::to_string(docs));
+    }
+    if (docs == 1) {
+      YamlToJson walk(errors);
+      document = walk.Document(YAML::Load(text));
+      RDATTN_RETURN_IF_ERROR(walk.LimitStatus());
+    }
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on syntax errors; this is its one boundary.
     return InvalidArgumentError("line " + std::to_string(e.mark.line + 1) + ", column " +
@@ -232,6 +357,17 @@ StatusOr<pb::SweepSpec> ParseSweepJson(std::string_view json_text) {
     const size_t at = what.find(" at line ");
     what = at == std::string::npos ? "SweepSpec: " + what : what.substr(at + 4);
     return InvalidArgumentError(NoSemicolons(what));
+  } catch (const nlohmann::json::exception& e) {
+    // out_of_range: a number beyond double ("1e999"), which the parser stops at. The message
+    // has no position: name the field instead.
+    std::string what = e.what();  // "[json.exception.out_of_range.406] number overflow ..."
+    const size_t bracket = what.find("] ");
+    if (what.rfind("[json.exception.", 0) == 0 && bracket != std::string::npos) {
+      what = what.substr(bracket + 2);
+    }
+    const std::string path = duplicates.CurrentPath();
+    return InvalidArgumentError((path.empty() ? std::string("SweepSpec") : path) + ": " +
+                                NoSemicolons(what));
   }
   return FromDocument(document, errors);
 }
