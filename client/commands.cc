@@ -398,6 +398,10 @@ Status RunReport(Invocation& inv) {
     if (n > 1000000) return InvalidArgumentError("--resamples: at most 1000000, got " + *v);
     request.set_bootstrap_resamples(static_cast<int32_t>(n));
   }
+  if (auto v = inv.args.Get("target-delta")) {
+    RDATTN_ASSIGN_OR_RETURN(const double d, ParseDoubleFlag("target-delta", *v, 1e-9, 10));
+    request.set_target_delta_nll(d);
+  }
   if (format == "text") {
     request.set_omit_files(true);
   } else {
@@ -530,7 +534,7 @@ const std::vector<Command>& Commands() {
        RunCancel},
       {"report",
        "ID [--format text|md|csv|json] [--out DIR] [--reference ARM] [--level 0.95] "
-       "[--resamples N]",
+       "[--resamples N] [--target-delta NATS]",
        "the paired report: text table to stdout, or report.md (+ plots/), CSVs, report.json "
        "written into DIR",
        1,
@@ -540,7 +544,8 @@ const std::vector<Command>& Commands() {
         {"reference-arm", FlagKind::kValue},
         {"level", FlagKind::kValue},
         {"confidence", FlagKind::kValue},
-        {"resamples", FlagKind::kValue}},
+        {"resamples", FlagKind::kValue},
+        {"target-delta", FlagKind::kValue}},
        true,
        RunReport},
       {"help", "[COMMAND]", "this help, or one command's", 0, {}, false, RunHelp},

@@ -311,6 +311,71 @@ std::string FormatReport(const pb::Report& r) {
            "WINS = pairs with delta < 0; SIGN P = exact two-sided sign test;\nT P = paired "
            "two-sided t test.\n";
     if (any_control) out << "* a control, compared with its parent arm (or with the reference).\n";
+
+    // Power, robustness (docs/report.md "Power", "Robustness").
+    bool user_target = false;
+    for (const pb::PairedRow& row : r.rows()) {
+      for (const pb::SeedsNeeded& e : row.seeds_needed()) user_target = user_target || e.user_given();
+    }
+    std::vector<std::string> cols{"SCALE", ">MILESTONE", "ARM", "VS", ">N", ">MDE"};
+    std::vector<double> deltas;
+    if (r.rows_size() > 0) {
+      for (const pb::SeedsNeeded& e : r.rows(0).seeds_needed()) {
+        deltas.push_back(e.delta_nll());
+        cols.push_back(">SEEDS " + Printf("%g", e.delta_nll()) + (e.user_given() ? "*" : ""));
+      }
+    }
+    cols.insert(cols.end(), {">MEDIAN", ">W+", ">WILCOXON P", "OUTLIERS"});
+    Table power(cols);
+    for (const pb::PairedRow& row : r.rows()) {
+      std::string n = std::to_string(row.n());
+      if (row.n_expected() > 0) n += "/" + std::to_string(row.n_expected());
+      const std::string where =
+          row.split() == "test" ? std::string("test") : HumanTokens(row.milestone_tokens());
+      std::vector<std::string> cells{row.scale(), where, row.arm() + (row.is_control() ? "*" : ""),
+                                     row.reference_arm(), n, Fixed(row.mde_nll(), 4)};
+      for (size_t i = 0; i < deltas.size(); ++i) {
+        if (static_cast<int>(i) >= row.seeds_needed_size()) {
+          cells.push_back("-");
+          continue;
+        }
+        const int64_t k = row.seeds_needed(static_cast<int>(i)).seeds();
+        cells.push_back(k == 0 ? "-" : k < 0 ? ">1e6" : std::to_string(k));
+      }
+      std::string outliers;
+      for (uint64_t seed : row.outlier_seeds()) {
+        outliers += (outliers.empty() ? "seed " : ", ") + std::to_string(seed);
+      }
+      cells.push_back(row.n() > 0 ? SignedFixed(row.median_delta_nll(), 4) : "-");
+      cells.push_back(row.wilcoxon_n() > 0 ? Printf("%g", row.wilcoxon_w_plus()) : "-");
+      cells.push_back(row.n() > 0 ? PValue(row.wilcoxon_p()) + (row.wilcoxon_n() == 0 ? ""
+                                                                : row.wilcoxon_exact() ? " exact"
+                                                                                       : " normal")
+                                  : "-");
+      cells.push_back(outliers.empty() ? "none" : outliers);
+      power.AddRow(cells);
+    }
+    const double alpha = r.rows_size() > 0 ? r.rows(0).power_alpha() : 1 - level;
+    out << "\npower (two-sided paired t at alpha " << Printf("%g", alpha)
+        << ", 80% power, noncentral t) and robustness:\n"
+        << power.Render()
+        << "MDE = minimum detectable |delta| at the current n and sd; SEEDS d = seeds needed for "
+           "|delta| = d (nats)" << (user_target ? ", * = --target-delta" : "")
+        << ";\nMEDIAN = median delta; W+ = Wilcoxon signed-rank statistic (zeros dropped); "
+           "OUTLIERS = |delta - median| > 3 scaled MADs.\n";
+  }
+  if (r.trend_rows_size() > 0) {
+    out << "\ntrend of delta against ln(tokens) (slope per seed, then over seeds; t interval):\n";
+    Table trend({"SCALE", "ARM", "VS", ">MILESTONES", ">SEEDS", ">SLOPE", ">T CI", ">T P", ">GAP",
+                 "READING"});
+    for (const pb::TrendRow& tr : r.trend_rows()) {
+      trend.AddRow({tr.scale(), tr.arm(), tr.reference_arm(),
+                    std::to_string(tr.milestone_tokens_size()),
+                    std::to_string(tr.n()) + "/" + std::to_string(tr.n_expected()),
+                    SignedFixed(tr.mean_slope(), 5), Interval(tr.ci_low(), tr.ci_high(), 5),
+                    PValue(tr.t_test_p()), SignedFixed(tr.gap_nll(), 4), tr.reading()});
+    }
+    out << trend.Render();
   }
   bool any_js = false;
   for (const pb::JsRow& js : r.js_rows()) any_js = any_js || js.has_js();

@@ -164,6 +164,53 @@ void FillRow(const stats::PairedRow& in, pb::PairedRow* out) {
     d->set_arm_job_id(p.arm_job_id);
     d->set_complete(p.complete);
     d->set_missing_reason(p.missing_reason);
+    d->set_robust_z(p.robust_z);
+    d->set_outlier(p.outlier);
+  }
+  out->set_power_alpha(in.power.alpha);
+  out->set_power(in.power.power);
+  out->set_mde_nll(in.power.mde);
+  for (const stats::SeedsForDelta& e : in.power.seeds_needed) {
+    pb::SeedsNeeded* n = out->add_seeds_needed();
+    n->set_delta_nll(e.delta);
+    n->set_user_given(e.user_given);
+    n->set_seeds(e.seeds);
+    n->set_power_at_n(e.power_at_n);
+  }
+  out->set_median_delta_nll(in.robust.median);
+  out->set_mad_scaled_delta_nll(in.robust.mad_scaled);
+  out->set_wilcoxon_n(in.robust.wilcoxon.n);
+  out->set_wilcoxon_w_plus(in.robust.wilcoxon.w_plus);
+  out->set_wilcoxon_p(in.robust.wilcoxon.p);
+  out->set_wilcoxon_exact(in.robust.wilcoxon.exact);
+  for (uint64_t seed : in.outlier_seeds) out->add_outlier_seeds(seed);
+}
+
+void FillTrend(const stats::TrendRow& in, pb::TrendRow* out) {
+  const stats::TrendSummary& s = in.summary;
+  out->set_scale(in.scale);
+  out->set_arm(in.arm);
+  out->set_reference_arm(in.reference_arm);
+  for (int64_t m : in.milestones) out->add_milestone_tokens(m);
+  out->set_n(s.n);
+  out->set_n_expected(static_cast<int32_t>(in.seeds.size()));
+  out->set_mean_slope(s.mean);
+  out->set_sd_slope(s.sd);
+  out->set_t_critical(s.t_critical);
+  out->set_ci_low(s.ci_low);
+  out->set_ci_high(s.ci_high);
+  out->set_t_statistic(s.t_statistic);
+  out->set_t_test_p(s.t_test_p);
+  out->set_gap_nll(in.gap);
+  out->set_gap_milestone_tokens(in.gap_milestone_tokens);
+  out->set_reading(s.reading);
+  out->set_note(s.note);
+  for (const stats::TrendSeed& ts : in.seeds) {
+    pb::TrendSeed* seed = out->add_seeds();
+    seed->set_seed(ts.seed);
+    for (int64_t m : ts.milestones) seed->add_milestone_tokens(m);
+    for (double d : ts.deltas) seed->add_delta_nll(d);
+    seed->set_slope(ts.slope);
   }
 }
 
@@ -258,7 +305,7 @@ class TempDir {
 };
 
 // Draws the plots in a temporary folder (removed on return) and returns plots/* as files: the
-// three PNGs, then the gnuplot scripts and data.
+// four PNGs, then the gnuplot scripts and data.
 StatusOr<std::vector<pb::ReportFile>> RenderPlots(const stats::ReportTables& tables,
                                                   const ReportOptions& options) {
   RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<TempDir> tmp, TempDir::Make(options.temp_parent));
@@ -267,7 +314,7 @@ StatusOr<std::vector<pb::ReportFile>> RenderPlots(const stats::ReportTables& tab
   RDATTN_RETURN_IF_ERROR(stats::RunGnuplot(plots.string(), options.gnuplot_binary));
   std::vector<std::pair<std::string, std::string>> names;  // file name, media type
   for (const char* png : {stats::kPlotNllVsTokens, stats::kPlotDeltaLastMilestone,
-                          stats::kPlotJsByLayer}) {
+                          stats::kPlotJsByLayer, stats::kPlotDeltaVsTokens}) {
     names.emplace_back(png, "image/png");
   }
   std::vector<std::string> other;
@@ -394,6 +441,8 @@ pb::Report ReportToProto(const stats::ReportTables& t, int64_t now_us) {
   report.set_jobs_ended(t.jobs_ended);
   for (const stats::PairedRow& row : t.paired) FillRow(row, report.add_rows());
   for (const stats::PairedRow& row : t.controls) FillRow(row, report.add_rows());
+  for (const stats::TrendRow& row : t.trend) FillTrend(row, report.add_trend_rows());
+  report.set_target_delta_nll(std::isfinite(t.target_delta) ? std::fabs(t.target_delta) : 0.0);
   for (const stats::DepthRow& row : t.depth) FillJs(row, report.add_js_rows());
   for (const stats::CostRow& row : t.cost) FillCost(row, report.add_cost_rows());
   for (const stats::MissingEntry& m : t.missing) {
@@ -413,7 +462,10 @@ pb::Report ReportToProto(const stats::ReportTables& t, int64_t now_us) {
 }
 
 pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOptions& options) {
-  const stats::ReportInput in = MakeStatsInput(source, options.reference_arm);
+  stats::ReportInput in = MakeStatsInput(source, options.reference_arm);
+  if (options.target_delta > 0.0 && std::isfinite(options.target_delta)) {
+    in.target_delta = options.target_delta;
+  }
   const stats::ReportTables tables =
       stats::BuildTables(in, ReportBootstrapSeed(source.sweep.id), options.bootstrap_resamples,
                          options.confidence_level);

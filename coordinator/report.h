@@ -2,7 +2,7 @@
 // clock): the store's rows become a stats::ReportInput (one RunResult per job), the statistics
 // library builds the tables (coordinator/stats/render.h, docs/report.md), and they are turned
 // into the pb::Report message and, unless asked not to, rendered into files: report.md with
-// three PNG plots drawn by gnuplot in a temporary folder (removed afterwards), the CSV files and
+// four PNG plots drawn by gnuplot in a temporary folder (removed afterwards), the CSV files and
 // report.json. Missing data is listed in Report.missing, never dropped.
 //
 // Core::GetReport copies a ReportSource under its mutex and calls BuildReport without it, so a
@@ -38,6 +38,9 @@ struct ReportOptions {
   std::string reference_arm;  // empty: the sweep's (SweepSpec.reference_arm, else "block")
   double confidence_level = kDefaultConfidenceLevel;
   int bootstrap_resamples = kDefaultBootstrapResamples;
+  // A |Δ| in nats whose seeds needed every row reports besides 0.01, 0.02 and 0.03
+  // (GetReportRequest.target_delta_nll); 0: none.
+  double target_delta = 0;
   int64_t now_us = 0;  // Report.generate_time
   // Files to render: "md" (report.md and plots/), "csv", "json"; empty: all three.
   std::set<std::string> formats;

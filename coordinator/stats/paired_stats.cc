@@ -283,6 +283,337 @@ double PercentileSorted(const std::vector<double>& sorted, double q) {
   return sorted[i] + (h - floor_h) * (sorted[i + 1] - sorted[i]);
 }
 
+// ---- Power -------------------------------------------------------------------------------
+
+double NormalCdf(double z) {
+  if (std::isnan(z)) return kNaN;
+  return 0.5 * std::erfc(-z / std::sqrt(2.0));
+}
+
+double NoncentralTCdf(double t, double df, double ncp) {
+  if (std::isnan(t) || std::isnan(ncp) || !(df > 0.0)) return kNaN;
+  if (std::isinf(ncp)) return ncp > 0.0 ? 0.0 : 1.0;
+  if (t < 0.0) return 1.0 - NoncentralTCdf(-t, df, -ncp);
+  if (t == kInf) return 1.0;
+  const double base = NormalCdf(-ncp);
+  if (t == 0.0) return base;
+  // x = t² / (t² + df) and y = 1 − x = df / (t² + df), written with u = t / √df.
+  const double u = t / std::sqrt(df);
+  const double u2 = u * u;
+  const double x = u2 / (1.0 + u2);
+  const double y = 1.0 / (1.0 + u2);
+  const double log_x = u2 > 1.0 ? -std::log1p(1.0 / u2) : std::log(u2) - std::log1p(u2);
+  const double log_y = -std::log1p(u2);
+  const double b = 0.5 * df;
+  const double lam = 0.5 * ncp * ncp;
+  const double c = ncp / std::sqrt(2.0);
+  if (lam == 0.0) return std::min(1.0, base + 0.5 * IncompleteBetaXY(0.5, b, x, y, log_x, log_y));
+  // Start at the Poisson mode k and sum outward. Along a = j + ½ (P terms) and a = j + 1 (Q
+  // terms), I_x(a + 1, b) = I_x(a, b) − g(a) with g(a) = x^a y^b / (a B(a, b)) and
+  // g(a + 1) = g(a) · x (a + b) / (a + 1).
+  const double k = std::floor(lam);
+  const double log_lam = std::log(lam);
+  const double p_k = std::exp(-lam + k * log_lam - std::lgamma(k + 1.0));
+  const double q_k = std::exp(-lam + k * log_lam - std::lgamma(k + 1.5));
+  const auto g_of = [&](double a) {
+    return std::exp(a * log_x + b * log_y - LogBeta(a, b) - std::log(a));
+  };
+  const double a_p = k + 0.5;
+  const double a_q = k + 1.0;
+  const double i_p_k = IncompleteBetaXY(a_p, b, x, y, log_x, log_y);
+  const double i_q_k = IncompleteBetaXY(a_q, b, x, y, log_x, log_y);
+  const double g_p_k = g_of(a_p);
+  const double g_q_k = g_of(a_q);
+  constexpr double kNegligible = 1e-18;
+  constexpr int kMaxTerms = 10000000;
+  double sum = p_k * i_p_k + c * q_k * i_q_k;
+  {  // forward: j = k + 1, k + 2, ...
+    double p = p_k, q = q_k, ip = i_p_k, iq = i_q_k, gp = g_p_k, gq = g_q_k;
+    double ap = a_p, aq = a_q;
+    for (int i = 1; i < kMaxTerms; ++i) {
+      const double j = k + i;
+      ip = std::max(0.0, ip - gp);
+      iq = std::max(0.0, iq - gq);
+      gp *= x * (ap + b) / (ap + 1.0);
+      gq *= x * (aq + b) / (aq + 1.0);
+      ap += 1.0;
+      aq += 1.0;
+      p *= lam / j;
+      q *= lam / (j + 0.5);
+      const double term = p * ip + c * q * iq;
+      sum += term;
+      if ((p + std::fabs(c) * q) * std::max(ip, iq) < kNegligible && lam / (j + 1.0) < 0.5) break;
+      if (p + std::fabs(c) * q < kNegligible && lam / (j + 1.0) < 0.5) break;
+    }
+  }
+  {  // backward: j = k − 1, ..., 0; I_x(a − 1, b) = I_x(a, b) + g(a − 1)
+    double p = p_k, q = q_k, ip = i_p_k, iq = i_q_k, gp = g_p_k, gq = g_q_k;
+    double ap = a_p, aq = a_q;
+    for (double j = k - 1.0; j >= 0.0; j -= 1.0) {
+      // g(a − 1) = g(a) · a / (x (a − 1 + b))
+      gp *= ap / (x * (ap - 1.0 + b));
+      gq *= aq / (x * (aq - 1.0 + b));
+      ap -= 1.0;
+      aq -= 1.0;
+      ip = std::min(1.0, ip + gp);
+      iq = std::min(1.0, iq + gq);
+      p *= (j + 1.0) / lam;
+      q *= (j + 1.5) / lam;
+      sum += p * ip + c * q * iq;
+      if (p + std::fabs(c) * q < kNegligible && j / lam < 0.5) break;
+    }
+  }
+  return std::min(1.0, std::max(0.0, base + 0.5 * sum));
+}
+
+double PairedTTestPowerNcp(double ncp, int64_t n, double alpha) {
+  if (n < 2 || std::isnan(ncp) || !(alpha > 0.0) || !(alpha < 1.0)) return kNaN;
+  const double df = static_cast<double>(n - 1);
+  const double crit = StudentTQuantile(1.0 - 0.5 * alpha, df);
+  const double upper = 1.0 - NoncentralTCdf(crit, df, ncp);
+  const double lower = NoncentralTCdf(-crit, df, ncp);
+  return std::min(1.0, upper + lower);
+}
+
+double PairedTTestPower(double effect, double sd, int64_t n, double alpha) {
+  if (n < 2 || std::isnan(effect) || !(sd >= 0.0) || !(alpha > 0.0) || !(alpha < 1.0)) {
+    return kNaN;
+  }
+  if (sd == 0.0) return effect == 0.0 ? alpha : 1.0;
+  return PairedTTestPowerNcp(effect * std::sqrt(static_cast<double>(n)) / sd, n, alpha);
+}
+
+double MinimumDetectableEffect(double sd, int64_t n, double alpha, double power) {
+  if (n < 2 || !(sd >= 0.0) || !std::isfinite(sd) || !(alpha > 0.0) || !(alpha < 1.0) ||
+      !(power > alpha) || !(power < 1.0)) {
+    return kNaN;
+  }
+  if (sd == 0.0) return 0.0;
+  double lo = 0.0;
+  double hi = 1.0;
+  while (PairedTTestPowerNcp(hi, n, alpha) < power) {
+    lo = hi;
+    hi *= 2.0;
+    if (hi > 1e12) return kNaN;
+  }
+  for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    if (PairedTTestPowerNcp(mid, n, alpha) < power) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return 0.5 * (lo + hi) * sd / std::sqrt(static_cast<double>(n));
+}
+
+int64_t SeedsNeeded(double effect, double sd, double alpha, double power) {
+  if (!std::isfinite(effect) || effect == 0.0 || !(sd >= 0.0) || !std::isfinite(sd) ||
+      !(alpha > 0.0) || !(alpha < 1.0) || !(power > alpha) || !(power < 1.0)) {
+    return 0;
+  }
+  if (sd == 0.0) return 2;
+  const double d = std::fabs(effect);
+  const auto enough = [&](int64_t n) { return PairedTTestPower(d, sd, n, alpha) >= power; };
+  if (enough(2)) return 2;
+  int64_t lo = 2;  // not enough
+  int64_t hi = 4;
+  while (!enough(hi)) {
+    lo = hi;
+    if (hi >= kMaxSeedsSearched) return kSeedsBeyondSearch;
+    hi = std::min(kMaxSeedsSearched, 2 * hi);
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (enough(mid)) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+PowerSummary SummarizePower(int n, double sd, double level, double target_delta) {
+  PowerSummary s;
+  s.alpha = 1.0 - level;
+  s.power = kPowerTarget;
+  std::vector<std::pair<double, bool>> deltas;
+  for (double d : kPlannedDeltas) deltas.emplace_back(d, false);
+  if (std::isfinite(target_delta) && target_delta != 0.0) {
+    deltas.emplace_back(std::fabs(target_delta), true);
+  }
+  s.defined = n >= 2 && std::isfinite(sd) && sd >= 0.0 && level > 0.0 && level < 1.0;
+  s.mde = s.mde_ncp = kNaN;
+  if (!s.defined) {
+    s.note = n < 2 ? "n < 2: no sd, so no power figures" : "no power figures (level or sd)";
+  } else {
+    s.mde = MinimumDetectableEffect(sd, n, s.alpha, s.power);
+    s.mde_ncp = sd > 0.0 ? s.mde * std::sqrt(static_cast<double>(n)) / sd : kNaN;
+    if (sd == 0.0) s.note = "sd = 0: any non-zero effect is detected with 2 seeds";
+  }
+  for (const auto& [d, user] : deltas) {
+    SeedsForDelta e;
+    e.delta = d;
+    e.user_given = user;
+    e.seeds = s.defined ? SeedsNeeded(d, sd, s.alpha, s.power) : 0;
+    e.power_at_n = s.defined ? PairedTTestPower(d, sd, n, s.alpha) : kNaN;
+    s.seeds_needed.push_back(e);
+  }
+  return s;
+}
+
+// ---- Robust statistics -------------------------------------------------------------------
+
+double Median(std::vector<double> xs) {
+  if (xs.empty()) return kNaN;
+  std::sort(xs.begin(), xs.end());
+  const size_t mid = xs.size() / 2;
+  return xs.size() % 2 == 1 ? xs[mid] : 0.5 * (xs[mid - 1] + xs[mid]);
+}
+
+WilcoxonResult WilcoxonSignedRank(const std::vector<double>& deltas) {
+  WilcoxonResult w;
+  std::vector<std::pair<double, bool>> nonzero;  // |Δ|, Δ > 0
+  for (double d : deltas) {
+    if (d == 0.0) {
+      ++w.zeros;
+    } else if (!std::isnan(d)) {
+      nonzero.emplace_back(std::fabs(d), d > 0.0);
+    }
+  }
+  std::sort(nonzero.begin(), nonzero.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const int n = static_cast<int>(nonzero.size());
+  w.n = n;
+  w.p = 1.0;
+  w.exact = n <= kWilcoxonExactMax;
+  if (n == 0) return w;
+  // Doubled midranks: positions p..q (1-based) of equal |Δ| get p + q each.
+  std::vector<int> rank2(static_cast<size_t>(n));
+  double tie_term = 0.0;  // Σ (t³ − t) over tie groups
+  for (int i = 0; i < n;) {
+    int j = i;
+    while (j + 1 < n && nonzero[static_cast<size_t>(j + 1)].first == nonzero[static_cast<size_t>(i)].first) ++j;
+    const int t = j - i + 1;
+    if (t > 1) {
+      w.tied_ranks = true;
+      tie_term += static_cast<double>(t) * t * t - t;
+    }
+    for (int k = i; k <= j; ++k) rank2[static_cast<size_t>(k)] = (i + 1) + (j + 1);
+    i = j + 1;
+  }
+  int64_t w2 = 0;
+  for (int i = 0; i < n; ++i) {
+    if (nonzero[static_cast<size_t>(i)].second) w2 += rank2[static_cast<size_t>(i)];
+  }
+  w.w_plus = 0.5 * static_cast<double>(w2);
+  if (w.exact) {
+    // counts[s]: sign patterns whose doubled W+ is s (each count <= 2^25: exact in doubles).
+    const int64_t total2 = static_cast<int64_t>(n) * (n + 1);
+    std::vector<double> counts(static_cast<size_t>(total2 + 1), 0.0);
+    counts[0] = 1.0;
+    int64_t reach = 0;
+    for (int i = 0; i < n; ++i) {
+      const int r = rank2[static_cast<size_t>(i)];
+      for (int64_t s = reach; s >= 0; --s) {
+        if (counts[static_cast<size_t>(s)] != 0.0) counts[static_cast<size_t>(s + r)] += counts[static_cast<size_t>(s)];
+      }
+      reach += r;
+    }
+    double below = 0.0, above = 0.0;
+    for (int64_t s = 0; s <= total2; ++s) {
+      if (s <= w2) below += counts[static_cast<size_t>(s)];
+      if (s >= w2) above += counts[static_cast<size_t>(s)];
+    }
+    const double all = std::ldexp(1.0, n);
+    w.p = std::min(1.0, 2.0 * std::min(below, above) / all);
+  } else {
+    const double nn = n;
+    const double mean = nn * (nn + 1.0) / 4.0;
+    const double var = nn * (nn + 1.0) * (2.0 * nn + 1.0) / 24.0 - tie_term / 48.0;
+    const double z = std::max(0.0, std::fabs(w.w_plus - mean) - 0.5) / std::sqrt(var);
+    w.p = std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+  }
+  return w;
+}
+
+RobustSummary SummarizeRobust(const std::vector<double>& deltas) {
+  RobustSummary r;
+  r.median = Median(deltas);
+  std::vector<double> dev;
+  for (double d : deltas) dev.push_back(std::fabs(d - r.median));
+  r.mad = Median(dev);
+  r.mad_scaled = kMadScale * r.mad;
+  r.wilcoxon = WilcoxonSignedRank(deltas);
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const double d = deltas[i] - r.median;
+    double z;
+    if (r.mad_scaled > 0.0) {
+      z = d / r.mad_scaled;
+    } else {
+      z = d == 0.0 ? 0.0 : (d > 0.0 ? kInf : -kInf);
+    }
+    r.robust_z.push_back(z);
+    if (std::fabs(d) > kOutlierMads * r.mad_scaled) r.outliers.push_back(i);
+  }
+  return r;
+}
+
+// ---- Trend -------------------------------------------------------------------------------
+
+double OlsSlope(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size() || x.size() < 2) return kNaN;
+  const double mx = Mean(x);
+  const double my = Mean(y);
+  double sxy = 0.0, sxx = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+  }
+  if (!(sxx > 0.0)) return kNaN;
+  return sxy / sxx;
+}
+
+TrendSummary SummarizeSlopes(const std::vector<double>& slopes, double level, double gap) {
+  TrendSummary s;
+  s.n = static_cast<int>(slopes.size());
+  s.level = level;
+  s.mean = Mean(slopes);
+  s.sd = SampleSd(slopes);
+  s.se = s.n >= 2 ? s.sd / std::sqrt(static_cast<double>(s.n)) : kNaN;
+  s.t_critical = s.ci_low = s.ci_high = s.t_statistic = s.t_test_p = kNaN;
+  s.reading = "no evidence";
+  if (s.n < 2) {
+    s.note = s.n == 0 ? "no seed with 2 or more milestones" : "1 seed with a slope: no interval";
+    return s;
+  }
+  if (level > 0.0 && level < 1.0) {
+    s.t_critical = StudentTQuantile(0.5 * (1.0 + level), static_cast<double>(s.n - 1));
+    s.ci_low = s.mean - s.t_critical * s.se;
+    s.ci_high = s.mean + s.t_critical * s.se;
+    s.ci_defined = true;
+  }
+  if (s.se > 0.0) {
+    s.t_statistic = s.mean / s.se;
+  } else if (s.mean != 0.0) {
+    s.t_statistic = s.mean > 0.0 ? kInf : -kInf;
+  }
+  if (!std::isnan(s.t_statistic)) {
+    s.t_test_p = TwoSidedTP(s.t_statistic, static_cast<double>(s.n - 1));
+    s.t_test_defined = true;
+  }
+  const bool excludes_zero = s.ci_defined && (s.ci_low > 0.0 || s.ci_high < 0.0);
+  if (excludes_zero) {
+    if (std::isfinite(gap) && gap != 0.0) {
+      s.reading = (s.mean > 0.0) == (gap > 0.0) ? "the gap widens" : "the gap narrows";
+    } else {
+      s.note = "the slope's interval excludes 0 but there is no gap at the last milestone";
+    }
+  }
+  return s;
+}
+
 PairedSummary Summarize(const std::vector<double>& deltas, uint64_t bootstrap_seed, int resamples,
                         double level) {
   PairedSummary s;

@@ -82,6 +82,121 @@ std::vector<double> BootstrapMeans(const std::vector<double>& xs, uint64_t seed,
 // NaN for no values or q outside [0, 1].
 double PercentileSorted(const std::vector<double>& sorted, double q);
 
+// ---- Power (docs/report.md "Power") --------------------------------------------------------
+
+inline constexpr double kPowerTarget = 0.8;  // the power of every "detectable" figure
+// |Δ| (nats) whose seeds-needed is always reported; --target-delta adds one more.
+inline constexpr double kPlannedDeltas[] = {0.01, 0.02, 0.03};
+// SeedsNeeded searches n = 2 .. kMaxSeedsSearched; beyond: kSeedsBeyondSearch.
+inline constexpr int64_t kMaxSeedsSearched = 1000000;
+inline constexpr int64_t kSeedsBeyondSearch = -1;
+
+// Standard normal CDF Φ(z) = ½ erfc(−z/√2).
+double NormalCdf(double z);
+// P(T ≤ t) for the noncentral t with df > 0 degrees of freedom and noncentrality ncp:
+// T = (Z + ncp) / √(V/df), Z ~ N(0, 1), V ~ χ²_df. For t ≥ 0 the Poisson-mixture series
+//   F = Φ(−ncp) + ½ Σ_j [P_j I_x(j + ½, df/2) + (ncp/√2) Q_j I_x(j + 1, df/2)],
+//   x = t²/(t² + df), P_j = e^{−ncp²/2} (ncp²/2)^j / j!, Q_j = e^{−ncp²/2} (ncp²/2)^j / Γ(j + 3/2)
+// summed outward from the Poisson mode (Benton & Krishnamoorthy 2003), so a large ncp works;
+// for t < 0, F(t; df, ncp) = 1 − F(−t; df, −ncp). NaN for NaN input or df <= 0.
+double NoncentralTCdf(double t, double df, double ncp);
+// Power of the two-sided level-alpha one-sample (paired) t test with n pairs against a true
+// mean `effect` with sd `sd`: ncp = effect · √n / sd, c = t_{1−α/2, n−1},
+//   power = 1 − F(c; n − 1, ncp) + F(−c; n − 1, ncp).
+// NaN for n < 2, sd <= 0 or NaN, alpha outside (0, 1).
+double PairedTTestPower(double effect, double sd, int64_t n, double alpha);
+// The same from the noncentrality directly.
+double PairedTTestPowerNcp(double ncp, int64_t n, double alpha);
+// The minimum detectable effect: the |mean Δ| at which PairedTTestPower = power, i.e.
+// ncp* · sd / √n with ncp* > 0 solving power(ncp*) = power (bisection to 1e-13 relative).
+// 0 when sd = 0 (any non-zero effect is detected); NaN for n < 2, NaN sd, power <= alpha.
+double MinimumDetectableEffect(double sd, int64_t n, double alpha, double power = kPowerTarget);
+// The smallest n >= 2 with PairedTTestPower(|effect|, sd, n, alpha) >= power. 0 when undefined
+// (sd NaN, effect 0 or NaN); 2 when sd = 0; kSeedsBeyondSearch past kMaxSeedsSearched.
+int64_t SeedsNeeded(double effect, double sd, double alpha, double power = kPowerTarget);
+
+struct SeedsForDelta {
+  double delta = 0;         // |Δ| to detect, nats
+  bool user_given = false;  // from --target-delta
+  int64_t seeds = 0;        // SeedsNeeded; 0: undefined; kSeedsBeyondSearch: > 1,000,000
+  double power_at_n = 0;    // PairedTTestPower(delta, sd, current n, alpha): NaN for n < 2
+};
+
+struct PowerSummary {
+  bool defined = false;  // n >= 2 and a finite sd
+  double alpha = 0.05;   // 1 − level, two-sided
+  double power = kPowerTarget;
+  double mde = 0;        // MinimumDetectableEffect(sd, n, alpha, power); NaN when undefined
+  double mde_ncp = 0;    // its noncentrality ncp*
+  std::vector<SeedsForDelta> seeds_needed;  // 0.01, 0.02, 0.03, then the user's
+  std::string note;
+};
+
+// Power figures of a row with n deltas of sample sd `sd` (NaN for n < 2) at level `level`.
+// target_delta: NaN or <= 0 for none.
+PowerSummary SummarizePower(int n, double sd, double level, double target_delta);
+
+// ---- Robust statistics (docs/report.md "Robustness") ---------------------------------------
+
+inline constexpr double kMadScale = 1.482602218505602;  // 1 / Φ⁻¹(3/4)
+inline constexpr double kOutlierMads = 3.0;
+inline constexpr int kWilcoxonExactMax = 25;
+
+// The median (mean of the two middle values for even n). NaN for no values.
+double Median(std::vector<double> xs);
+
+struct WilcoxonResult {
+  int n = 0;            // non-zero differences (zeros are dropped)
+  int zeros = 0;        // differences exactly 0
+  double w_plus = 0;    // sum of the (mid)ranks of |Δ| over the Δ > 0
+  bool exact = false;   // n <= kWilcoxonExactMax: the exact permutation distribution
+  bool tied_ranks = false;  // some |Δ| are equal (midranks; the exact distribution uses them)
+  double p = 1;         // two-sided: min(1, 2 · min(P(W+ <= w), P(W+ >= w))); n = 0 gives 1
+};
+// Wilcoxon signed-rank test of median Δ = 0. Exact for n <= 25 (all 2^n sign patterns of the
+// midranks, counted by dynamic programming over doubled ranks); above, the normal approximation
+// with the tie-corrected variance and a continuity correction of ½.
+WilcoxonResult WilcoxonSignedRank(const std::vector<double>& deltas);
+
+struct RobustSummary {
+  double median = 0;      // NaN for n = 0
+  double mad = 0;         // median |Δ_i − median| (NaN for n = 0)
+  double mad_scaled = 0;  // kMadScale · mad
+  WilcoxonResult wilcoxon;
+  // Index (into the deltas) of every outlier: |Δ_i − median| > 3 · mad_scaled. With
+  // mad_scaled = 0 every Δ_i != median is one.
+  std::vector<size_t> outliers;
+  std::vector<double> robust_z;  // per delta: (Δ_i − median) / mad_scaled (±inf/NaN for MAD 0)
+};
+RobustSummary SummarizeRobust(const std::vector<double>& deltas);
+
+// ---- Trend (docs/report.md "Trend") --------------------------------------------------------
+
+// OLS slope of y on x: Σ (x − x̄)(y − ȳ) / Σ (x − x̄)². NaN for fewer than 2 points or equal x.
+double OlsSlope(const std::vector<double>& x, const std::vector<double>& y);
+
+struct TrendSummary {
+  int n = 0;            // seeds with a slope
+  double level = 0.95;
+  double mean = 0;      // mean slope (nats per unit ln tokens); NaN for n = 0
+  double sd = 0;        // NaN for n < 2
+  double se = 0;
+  bool ci_defined = false;
+  double t_critical = 0;
+  double ci_low = 0;
+  double ci_high = 0;
+  bool t_test_defined = false;
+  double t_statistic = 0;
+  double t_test_p = 0;
+  // "the gap widens", "the gap narrows", "no evidence": the t interval excludes 0 and the slope
+  // has the sign of the gap (mean Δ at the last milestone) — widens — or the opposite sign —
+  // narrows; otherwise (interval undefined or covering 0, or no gap) no evidence.
+  std::string reading;
+  std::string note;
+};
+// The over-seeds summary of per-seed slopes; gap: the mean Δ at the last milestone.
+TrendSummary SummarizeSlopes(const std::vector<double>& slopes, double level, double gap);
+
 // ---- The summary of one paired row -------------------------------------------------------
 
 struct PairedSummary {

@@ -1,4 +1,4 @@
-// WriteGnuplotScripts() and RunGnuplot(): the report's three PNGs, drawn by gnuplot (Debian
+// WriteGnuplotScripts() and RunGnuplot(): the report's four PNGs, drawn by gnuplot (Debian
 // gnuplot-nox) with the pngcairo terminal. Each script X.gp reads X_*.dat next to it and writes
 // X.png; RunGnuplot runs them with the plots folder as working directory.
 #include <fcntl.h>
@@ -353,6 +353,94 @@ Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
 }
 
 // PATH lookup done before fork, so the child only calls async-signal-safe functions.
+// (d) Δ per seed against training tokens: one panel per scale, per arm a thin line per seed and
+// a thick line for the mean over seeds (the paired rows' mean Δ); a dashed zero line.
+Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
+  size_t rows, cols;
+  Layout(t.scales.size(), rows, cols);
+  std::ostringstream gp;
+  gp << Terminal(kPlotDeltaVsTokens, rows, cols);
+  gp << "set multiplot layout " << rows << "," << cols << " title "
+     << Quote("Delta NLL (arm - " + t.reference_arm +
+              ") per seed against training tokens; thick: mean over seeds")
+     << "\n";
+  for (size_t si = 0; si < t.scales.size(); ++si) {
+    const std::string& scale = t.scales[si];
+    const std::string title = "scale " + scale;
+    std::set<int64_t> xs;
+    std::vector<const TrendRow*> trends;
+    for (const TrendRow& tr : t.trend) {
+      if (tr.scale != scale) continue;
+      trends.push_back(&tr);
+      for (const TrendSeed& ts : tr.seeds) xs.insert(ts.milestones.begin(), ts.milestones.end());
+    }
+    if (xs.empty()) {
+      gp << NoDataPanel(title, "no complete pair yet");
+      continue;
+    }
+    gp << "set title " << Quote(title) << "\n"
+       << "set xlabel 'training tokens'\nset ylabel 'delta NLL (nats/token)'\n"
+       << "set key top right\nset grid\n";
+    const double lo = static_cast<double>(*xs.begin());
+    const double hi = static_cast<double>(*xs.rbegin());
+    const bool log_x = lo > 0 && hi >= 4 * lo;
+    gp << (log_x ? "set logscale x 2\n" : "unset logscale x\n");
+    if (xs.size() == 1) {
+      gp << "set xrange [" << Num(0.5 * lo) << ":" << Num(1.5 * lo) << "]\n";
+    } else if (log_x) {
+      gp << "set xrange [" << Num(lo / 1.25) << ":" << Num(hi * 1.25) << "]\n";
+    } else {
+      gp << "set xrange [" << Num(lo - 0.08 * (hi - lo)) << ":" << Num(hi + 0.08 * (hi - lo))
+         << "]\n";
+    }
+    std::string tics;
+    for (int64_t x : xs) {
+      if (!tics.empty()) tics += ", ";
+      tics += Quote(TokensLabel(x)) + " " + std::to_string(x);
+    }
+    gp << "set xtics (" << tics << ")\n";
+    std::string plot = "0 with lines dt 2 lc rgb '#555555' notitle";
+    for (size_t ai = 0; ai < trends.size(); ++ai) {
+      const TrendRow& tr = *trends[ai];
+      std::string seeds_data;
+      for (const TrendSeed& ts : tr.seeds) {
+        if (ts.milestones.empty()) continue;
+        for (size_t i = 0; i < ts.milestones.size(); ++i) {
+          seeds_data += std::to_string(ts.milestones[i]) + " " + Num(ts.deltas[i]) + " " +
+                        std::to_string(ts.seed) + "\n";
+        }
+        seeds_data += "\n";  // a blank line ends one seed's line
+      }
+      std::string mean_data;
+      for (const PairedRow& row : t.paired) {
+        if (row.scale == scale && row.arm == tr.arm && row.split == kSplitVal &&
+            row.summary.n > 0) {
+          mean_data += std::to_string(row.milestone_tokens) + " " + Num(row.summary.mean) + " " +
+                       std::to_string(row.summary.n) + "\n";
+        }
+      }
+      const std::string base = "delta_vs_tokens_s" + std::to_string(si) + "_a" + std::to_string(ai);
+      const std::string color = kPalette[(ai + 1) % kPaletteSize];
+      if (!seeds_data.empty()) {
+        RDATTN_RETURN_IF_ERROR(
+            WriteText(dir / (base + "_seeds.dat"), "# tokens delta seed\n" + seeds_data));
+        plot += ", \\\n     " + Quote(base + "_seeds.dat") + " using 1:2 with linespoints lc rgb " +
+                Quote(color) + " lw 1 pt 7 ps 0.6 title " + Quote(tr.arm + ", per seed");
+      }
+      if (!mean_data.empty()) {
+        RDATTN_RETURN_IF_ERROR(
+            WriteText(dir / (base + "_mean.dat"), "# tokens mean_delta n\n" + mean_data));
+        plot += ", \\\n     " + Quote(base + "_mean.dat") + " using 1:2 with linespoints lc rgb " +
+                Quote(color) + " lw 3 pt 5 title " + Quote(tr.arm + ", mean");
+      }
+    }
+    gp << "plot " << plot << "\n";
+    gp << "unset logscale x\nset autoscale x\nset xtics autofreq\n";
+  }
+  gp << "unset multiplot\n";
+  return WriteText(dir / "delta_vs_tokens.gp", gp.str());
+}
+
 std::string FindExecutable(const std::string& name) {
   if (name.find('/') != std::string::npos) {
     return access(name.c_str(), X_OK) == 0 ? name : std::string();
@@ -442,6 +530,7 @@ Status WriteGnuplotScripts(const ReportTables& tables, const std::string& out_di
   RDATTN_RETURN_IF_ERROR(WriteNllPlot(tables, dir));
   RDATTN_RETURN_IF_ERROR(WriteDeltaPlot(tables, dir));
   RDATTN_RETURN_IF_ERROR(WriteJsPlot(tables, dir));
+  RDATTN_RETURN_IF_ERROR(WriteDeltaTrendPlot(tables, dir));
   return Status::Ok();
 }
 

@@ -154,6 +154,108 @@ std::vector<std::string> PairedCells(const PairedRow& row, bool with_scale_and_k
   return cells;
 }
 
+std::string SeedsCell(const SeedsForDelta& e) {
+  std::string seeds;
+  if (e.seeds == kSeedsBeyondSearch) {
+    seeds = "> " + std::to_string(kMaxSeedsSearched);
+  } else if (e.seeds <= 0) {
+    return "n/a";
+  } else {
+    seeds = std::to_string(e.seeds);
+  }
+  return seeds + " (now " + Fixed(e.power_at_n, 2) + ")";
+}
+
+std::string OutlierList(const PairedRow& row) {
+  std::string out;
+  for (const SeedPair& p : row.pairs) {
+    if (!p.outlier) continue;
+    if (!out.empty()) out += ", ";
+    out += "seed " + std::to_string(p.seed) + " (Δ " + Signed(p.delta, 4) + ", z " +
+           (std::isfinite(p.robust_z) ? Signed(p.robust_z, 1) : std::string(p.robust_z > 0 ? "+inf" : "-inf")) + ")";
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string DeltaLabel(double d) { return Printf("%g", d); }
+
+void PowerRobustTrend(std::ostringstream& md, const ReportTables& t) {
+  const int pct = static_cast<int>(std::lround(100.0 * t.level));
+  std::vector<const PairedRow*> rows;
+  for (const PairedRow& r : t.paired) rows.push_back(&r);
+  for (const PairedRow& r : t.controls) rows.push_back(&r);
+
+  md << "## Power\n\nTwo-sided paired t test at α = " << Printf("%g", 1.0 - t.level)
+     << " and " << static_cast<int>(std::lround(100.0 * kPowerTarget))
+     << "% power, noncentral t, with each row's observed sd of Δ: the minimum detectable |Δ| "
+        "at the current n, and the seeds needed to detect |Δ| (the power at the current n in "
+        "brackets).\n\n";
+  std::vector<std::string> cols{"scale", "tokens", "comparison", "n", "sd Δ", "MDE (nats)"};
+  for (double d : kPlannedDeltas) cols.push_back("seeds for " + DeltaLabel(d));
+  const bool target = std::isfinite(t.target_delta) && t.target_delta != 0.0;
+  if (target) cols.push_back("seeds for " + DeltaLabel(std::fabs(t.target_delta)) + " (target)");
+  md << Header(cols);
+  for (const PairedRow* row : rows) {
+    std::vector<std::string> cells{row->scale, Where(row->split, row->milestone_tokens),
+                                   row->arm + " − " + row->reference_arm,
+                                   std::to_string(row->summary.n) + " of " +
+                                       std::to_string(row->n_expected),
+                                   Fixed(row->summary.sd, 4), Fixed(row->power.mde, 4)};
+    for (const SeedsForDelta& e : row->power.seeds_needed) cells.push_back(SeedsCell(e));
+    md << Row(cells);
+  }
+  md << "\n## Robustness\n\nMedian Δ, the scaled MAD (1.4826 · median |Δ − median|), the "
+        "Wilcoxon signed-rank test (zeros dropped, midranks for ties; exact for up to "
+     << kWilcoxonExactMax
+     << " non-zero Δ, else normal) and the outlier seeds: |Δ − median| > 3 · scaled MAD "
+        "(z = (Δ − median) / scaled MAD).\n\n";
+  md << Header({"scale", "tokens", "comparison", "n", "median Δ", "scaled MAD", "Wilcoxon W+",
+                "Wilcoxon p", "outliers"});
+  for (const PairedRow* row : rows) {
+    const WilcoxonResult& w = row->robust.wilcoxon;
+    md << Row({row->scale, Where(row->split, row->milestone_tokens),
+               row->arm + " − " + row->reference_arm,
+               std::to_string(row->summary.n) + " of " + std::to_string(row->n_expected),
+               Signed(row->robust.median, 4), Fixed(row->robust.mad_scaled, 4),
+               w.n > 0 ? Printf("%g", w.w_plus) + " of " + std::to_string(w.n * (w.n + 1) / 2)
+                       : "n/a",
+               PValue(w.p) + (w.n == 0 ? "" : w.exact ? " (exact)" : " (normal)"),
+               OutlierList(*row)});
+  }
+  md << "\n## Trend\n\nPer seed, the least-squares slope of Δ against ln(tokens) across the "
+        "scale's validation milestones (nats per e-fold of tokens; seeds with fewer than 2 "
+        "milestones are left out); then the mean over seeds with its t "
+     << pct << "% interval. The gap (mean Δ at the last milestone) widens when the interval "
+        "excludes 0 on the gap's side, narrows when it excludes 0 on the other side.\n\n";
+  if (t.trend.empty()) {
+    md << "No arm other than the reference.\n\n";
+  } else {
+    md << Header({"scale", "comparison", "milestones", "seeds with a slope", "mean slope",
+                  "t " + std::to_string(pct) + "% CI", "t-test p", "gap at last milestone",
+                  "reading"});
+    for (const TrendRow& tr : t.trend) {
+      const TrendSummary& s = tr.summary;
+      md << Row({tr.scale, tr.arm + " − " + tr.reference_arm,
+                 std::to_string(tr.milestones.size()),
+                 std::to_string(s.n) + " of " + std::to_string(tr.seeds.size()),
+                 Signed(s.mean, 5), Interval(s.ci_low, s.ci_high, s.ci_defined, 5),
+                 PValue(s.t_test_p),
+                 std::isnan(tr.gap) ? "n/a"
+                                    : Signed(tr.gap, 4) + " at " + Tokens(tr.gap_milestone_tokens),
+                 s.reading + (s.note.empty() ? "" : " (" + s.note + ")")});
+    }
+    md << "\nPer-seed slopes:\n\n";
+    md << Header({"scale", "comparison", "seed", "milestones", "slope"});
+    for (const TrendRow& tr : t.trend) {
+      for (const TrendSeed& ts : tr.seeds) {
+        md << Row({tr.scale, tr.arm + " − " + tr.reference_arm, std::to_string(ts.seed),
+                   std::to_string(ts.milestones.size()), Signed(ts.slope, 5)});
+      }
+    }
+    md << "\n";
+  }
+}
+
 void Legend(std::ostringstream& md, const ReportTables& t) {
   const int pct = static_cast<int>(std::lround(100.0 * t.level));
   md << "## Legend\n\n"
@@ -179,6 +281,14 @@ void Legend(std::ostringstream& md, const ReportTables& t) {
      << "- ppl red., mean per seed = (1/n) Σ (1 − exp(Δ_i)); ppl red., of mean Δ = "
         "1 − exp(mean Δ). Positive: the arm's perplexity exp(NLL) is lower. (The paper's "
         "\"1 − exp(−0.0301) = 2.97%\" writes the improvement −Δ: the same number.)\n"
+     << "- Power: α = 1 − level, two-sided; with ncp = |Δ| √n / sd and c = t_{1−α/2, n−1}, "
+        "power = 1 − F(c; n−1, ncp) + F(−c; n−1, ncp), F the noncentral t CDF. MDE: the |Δ| "
+        "with power 80% at the current n and sd; seeds for d: the smallest n ≥ 2 with power "
+        "≥ 80% at |Δ| = d and the observed sd. n/a for n < 2.\n"
+     << "- Robustness: median Δ; scaled MAD = 1.4826 · median |Δ_i − median|; outlier: "
+        "|Δ_i − median| > 3 · scaled MAD; Wilcoxon signed-rank p, two-sided.\n"
+     << "- Trend: per seed the OLS slope of Δ on ln(tokens), then the mean over seeds with "
+        "its t interval (df = seeds − 1).\n"
      << "- Controls: each control against its parent at the control's milestone (the last "
         "evaluation at or before its stop), and against the reference arm.\n"
      << "- Depth routes: per layer, the mean over seeds of JS(QK‖V) in nats (bits = nats / ln 2; "
@@ -258,6 +368,9 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
        << ")\n\n";
     md << "JS(QK‖V) by layer at the last milestone, mean over seeds (error bars: sd over "
           "seeds):\n\n![JS by layer](" << dir << kPlotJsByLayer << ")\n\n";
+    md << "Δ NLL (arm − " << t.reference_arm
+       << ") per seed against training tokens (thin lines), and the mean over seeds (thick):"
+          "\n\n![Per-seed delta against tokens](" << dir << kPlotDeltaVsTokens << ")\n\n";
   }
 
   for (const std::string& scale : t.scales) {
@@ -311,6 +424,8 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
     if (!any) md << "\nNo arm other than the reference.\n";
     md << "\n";
   }
+
+  PowerRobustTrend(md, t);
 
   md << "## Controls\n\n";
   if (t.controls.empty()) {
@@ -459,11 +574,23 @@ const std::vector<std::string> kPairedHeader = {
     "t_critical", "t_ci_low", "t_ci_high", "bootstrap_resamples", "bootstrap_seed",
     "bootstrap_ci_low", "bootstrap_ci_high", "wins", "losses", "ties", "sign_test_p",
     "t_statistic", "t_test_p", "ppl_reduction_mean_per_seed", "ppl_reduction_of_mean",
-    "ppl_change_mean_per_seed", "ppl_change_of_mean", "note"};
+    "ppl_change_mean_per_seed", "ppl_change_of_mean", "note", "median_delta", "mad",
+    "mad_scaled", "wilcoxon_n", "wilcoxon_zeros", "wilcoxon_w_plus", "wilcoxon_p",
+    "wilcoxon_exact", "outlier_seeds", "power_alpha", "power", "mde", "mde_ncp",
+    "seeds_for_0.01", "power_now_0.01", "seeds_for_0.02", "power_now_0.02", "seeds_for_0.03",
+    "power_now_0.03", "target_delta", "seeds_for_target", "power_now_target"};
+
+std::string SeedsField(int64_t seeds) { return seeds == 0 ? std::string() : std::to_string(seeds); }
+
+std::string SeedList(const std::vector<uint64_t>& seeds) {
+  std::string out;
+  for (uint64_t s : seeds) out += (out.empty() ? "" : ";") + std::to_string(s);
+  return out;
+}
 
 std::vector<std::string> PairedFields(const PairedRow& r) {
   const PairedSummary& s = r.summary;
-  return {r.kind, r.scale, r.split, Int(r.milestone_tokens), r.arm, r.reference_arm, Int(s.n),
+  std::vector<std::string> fields = {r.kind, r.scale, r.split, Int(r.milestone_tokens), r.arm, r.reference_arm, Int(s.n),
           Int(r.n_expected), Exact(r.mean_reference_nll), Exact(r.mean_arm_nll), Exact(s.mean),
           Exact(s.sd), Exact(s.se), Int(s.df), Exact(s.level), Exact(s.t_critical),
           Exact(s.t_ci_low), Exact(s.t_ci_high), Int(s.bootstrap_resamples),
@@ -471,7 +598,24 @@ std::vector<std::string> PairedFields(const PairedRow& r) {
           Int(s.wins), Int(s.losses), Int(s.ties), Exact(s.sign_test_p), Exact(s.t_statistic),
           Exact(s.t_test_p), Exact(s.ppl_reduction_mean_per_seed),
           Exact(s.ppl_reduction_of_mean), Exact(s.ppl_change_mean_per_seed),
-          Exact(s.ppl_change_of_mean), s.note};
+          Exact(s.ppl_change_of_mean), s.note, Exact(r.robust.median), Exact(r.robust.mad),
+          Exact(r.robust.mad_scaled), Int(r.robust.wilcoxon.n), Int(r.robust.wilcoxon.zeros),
+          Exact(r.robust.wilcoxon.w_plus), Exact(r.robust.wilcoxon.p),
+          Bool(r.robust.wilcoxon.exact), SeedList(r.outlier_seeds), Exact(r.power.alpha),
+          Exact(r.power.power), Exact(r.power.mde), Exact(r.power.mde_ncp)};
+  const SeedsForDelta* target = nullptr;
+  for (const SeedsForDelta& e : r.power.seeds_needed) {
+    if (e.user_given) {
+      target = &e;
+      continue;
+    }
+    fields.push_back(SeedsField(e.seeds));
+    fields.push_back(Exact(e.power_at_n));
+  }
+  fields.push_back(target ? Exact(target->delta) : "");
+  fields.push_back(target ? SeedsField(target->seeds) : "");
+  fields.push_back(target ? Exact(target->power_at_n) : "");
+  return fields;
 }
 
 }  // namespace
@@ -502,18 +646,44 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
 
   Csv seeds({"kind", "scale", "split", "milestone_tokens", "arm", "reference_arm", "seed",
              "complete", "reference_nll", "arm_nll", "delta", "ppl_reduction",
-             "reference_job_id", "arm_job_id", "missing_reason"});
+             "reference_job_id", "arm_job_id", "missing_reason", "robust_z", "outlier"});
   for (const auto* list : {&t.paired, &t.controls}) {
     for (const PairedRow& r : *list) {
       for (const SeedPair& p : r.pairs) {
         seeds.Add({r.kind, r.scale, r.split, Int(r.milestone_tokens), r.arm, r.reference_arm,
                    Uint(p.seed), Bool(p.complete), Exact(p.reference_nll), Exact(p.arm_nll),
                    Exact(p.delta), Exact(p.ppl_reduction), p.reference_job_id, p.arm_job_id,
-                   p.missing_reason});
+                   p.missing_reason, Exact(p.robust_z), Bool(p.outlier)});
       }
     }
   }
   files["paired_seeds.csv"] = seeds.text();
+
+  Csv trend({"scale", "arm", "reference_arm", "milestones", "n_seeds", "n_slopes", "level",
+             "mean_slope", "sd_slope", "se_slope", "t_critical", "ci_low", "ci_high",
+             "t_statistic", "t_test_p", "gap", "gap_milestone_tokens", "reading", "note"});
+  Csv trend_seeds({"scale", "arm", "reference_arm", "seed", "points", "milestones", "deltas",
+                   "slope"});
+  for (const TrendRow& tr : t.trend) {
+    const TrendSummary& s = tr.summary;
+    std::string ms;
+    for (int64_t m : tr.milestones) ms += (ms.empty() ? "" : ";") + Int(m);
+    trend.Add({tr.scale, tr.arm, tr.reference_arm, ms, Int(static_cast<int64_t>(tr.seeds.size())),
+               Int(s.n), Exact(s.level), Exact(s.mean), Exact(s.sd), Exact(s.se),
+               Exact(s.t_critical), Exact(s.ci_low), Exact(s.ci_high), Exact(s.t_statistic),
+               Exact(s.t_test_p), Exact(tr.gap), Int(tr.gap_milestone_tokens), s.reading,
+               s.note});
+    for (const TrendSeed& ts : tr.seeds) {
+      std::string tms, tds;
+      for (int64_t m : ts.milestones) tms += (tms.empty() ? "" : ";") + Int(m);
+      for (double d : ts.deltas) tds += (tds.empty() ? "" : ";") + Exact(d);
+      trend_seeds.Add({tr.scale, tr.arm, tr.reference_arm, Uint(ts.seed),
+                       Int(static_cast<int64_t>(ts.milestones.size())), tms, tds,
+                       Exact(ts.slope)});
+    }
+  }
+  files["trend.csv"] = trend.text();
+  files["trend_seeds.csv"] = trend_seeds.text();
 
   Csv depth({"scale", "arm", "milestone_tokens", "has_js", "n", "seeds", "js_mean_nats",
              "js_mean_nats_sd", "js_mean_bits", "js_mean_sqrt", "js_mean_multi_source_nats"});
@@ -632,8 +802,32 @@ Json ToJson(const PairedRow& r) {
                          {"ppl_reduction", Num(p.ppl_reduction)},
                          {"reference_job_id", p.reference_job_id},
                          {"arm_job_id", p.arm_job_id},
-                         {"missing_reason", p.missing_reason}});
+                         {"missing_reason", p.missing_reason},
+                         {"robust_z", Num(p.robust_z)},
+                         {"outlier", p.outlier}});
   }
+  Json seeds_needed = Json::array();
+  for (const SeedsForDelta& e : r.power.seeds_needed) {
+    seeds_needed.push_back(Json{{"delta", e.delta},
+                                {"user_given", e.user_given},
+                                {"seeds", e.seeds == 0 ? Json(nullptr) : Json(e.seeds)},
+                                {"power_at_n", Num(e.power_at_n)}});
+  }
+  const WilcoxonResult& w = r.robust.wilcoxon;
+  Json power{{"defined", r.power.defined}, {"alpha", Num(r.power.alpha)},
+             {"power", r.power.power},     {"mde", Num(r.power.mde)},
+             {"mde_ncp", Num(r.power.mde_ncp)}, {"seeds_needed", seeds_needed},
+             {"note", r.power.note}};
+  Json robust{{"median", Num(r.robust.median)},
+              {"mad", Num(r.robust.mad)},
+              {"mad_scaled", Num(r.robust.mad_scaled)},
+              {"wilcoxon", Json{{"n", w.n},
+                                {"zeros", w.zeros},
+                                {"w_plus", w.w_plus},
+                                {"exact", w.exact},
+                                {"tied_ranks", w.tied_ranks},
+                                {"p", Num(w.p)}}},
+              {"outlier_seeds", r.outlier_seeds}};
   return Json{{"kind", r.kind},
               {"scale", r.scale},
               {"split", r.split},
@@ -645,6 +839,8 @@ Json ToJson(const PairedRow& r) {
               {"mean_reference_nll", Num(r.mean_reference_nll)},
               {"mean_arm_nll", Num(r.mean_arm_nll)},
               {"summary", ToJson(r.summary)},
+              {"power", power},
+              {"robust", robust},
               {"pairs", pairs}};
 }
 
@@ -698,6 +894,43 @@ std::string RenderJson(const ReportTables& t) {
   Json controls = Json::array();
   for (const PairedRow& r : t.controls) controls.push_back(ToJson(r));
   j["controls"] = controls;
+
+  j["target_delta"] = Num(t.target_delta);
+  Json trend = Json::array();
+  for (const TrendRow& tr : t.trend) {
+    const TrendSummary& s = tr.summary;
+    Json seeds = Json::array();
+    for (const TrendSeed& ts : tr.seeds) {
+      Json deltas = Json::array();
+      for (double d : ts.deltas) deltas.push_back(Num(d));
+      seeds.push_back(Json{{"seed", ts.seed},
+                           {"milestones", ts.milestones},
+                           {"deltas", deltas},
+                           {"slope", Num(ts.slope)}});
+    }
+    trend.push_back(Json{{"scale", tr.scale},
+                         {"arm", tr.arm},
+                         {"reference_arm", tr.reference_arm},
+                         {"milestones", tr.milestones},
+                         {"gap", Num(tr.gap)},
+                         {"gap_milestone_tokens", tr.gap_milestone_tokens},
+                         {"summary", Json{{"n", s.n},
+                                          {"level", s.level},
+                                          {"mean", Num(s.mean)},
+                                          {"sd", Num(s.sd)},
+                                          {"se", Num(s.se)},
+                                          {"ci_defined", s.ci_defined},
+                                          {"t_critical", Num(s.t_critical)},
+                                          {"ci_low", Num(s.ci_low)},
+                                          {"ci_high", Num(s.ci_high)},
+                                          {"t_test_defined", s.t_test_defined},
+                                          {"t_statistic", Num(s.t_statistic)},
+                                          {"t_test_p", Num(s.t_test_p)},
+                                          {"reading", s.reading},
+                                          {"note", s.note}}},
+                         {"seeds", seeds}});
+  }
+  j["trend"] = trend;
 
   Json depth = Json::array();
   for (const DepthRow& r : t.depth) {
@@ -838,7 +1071,8 @@ StatusOr<WrittenReport> WriteReportFiles(const ReportTables& tables, const std::
   std::string md;
   if (plotted.ok()) {
     md = RenderMarkdown(tables, "plots");
-    for (const char* png : {kPlotNllVsTokens, kPlotDeltaLastMilestone, kPlotJsByLayer}) {
+    for (const char* png :
+         {kPlotNllVsTokens, kPlotDeltaLastMilestone, kPlotJsByLayer, kPlotDeltaVsTokens}) {
       written.files.push_back((plots / png).string());
     }
   } else {

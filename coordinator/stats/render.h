@@ -78,6 +78,9 @@ struct ReportInput {
   std::vector<int64_t> milestones;  // validation milestones in tokens
   std::vector<ControlInfo> controls;
   std::vector<RunResult> runs;
+  // A |Δ| (nats) whose seeds-needed every row reports besides 0.01, 0.02, 0.03 (rdattn report
+  // --target-delta); NaN or 0: none.
+  double target_delta = kMissing;
 };
 
 // ---- Output tables -----------------------------------------------------------------------
@@ -120,6 +123,10 @@ struct SeedPair {
   std::string reference_job_id;
   std::string arm_job_id;
   std::string missing_reason;
+  // Robustness (complete pairs only): (Δ − median) / scaled MAD, and whether it is an outlier
+  // (|Δ − median| > 3 · scaled MAD). NaN / false for incomplete pairs.
+  double robust_z = kMissing;
+  bool outlier = false;
 };
 
 // kind: "main" (an arm against the reference arm), "control_vs_parent",
@@ -136,6 +143,30 @@ struct PairedRow {
   double mean_reference_nll = kMissing;  // over complete pairs
   double mean_arm_nll = kMissing;        // over complete pairs
   PairedSummary summary;                 // of the complete pairs' deltas (n = summary.n)
+  PowerSummary power;                    // SummarizePower(n, sd, level, target delta)
+  RobustSummary robust;                  // of the complete pairs' deltas, in seed order
+  std::vector<uint64_t> outlier_seeds;   // seeds of robust.outliers
+};
+
+// One seed of a trend row: its complete pairs across the scale's validation milestones.
+struct TrendSeed {
+  uint64_t seed = 0;
+  std::vector<int64_t> milestones;  // with a complete pair, ascending
+  std::vector<double> deltas;       // Δ at those milestones
+  double slope = kMissing;          // OLS slope of Δ on ln(tokens); NaN for < 2 milestones
+};
+
+// Δ of one main arm against the reference across the validation milestones of one scale:
+// per seed the slope of Δ against ln(tokens), then the t summary of the slopes over seeds.
+struct TrendRow {
+  std::string scale;
+  std::string arm;
+  std::string reference_arm;
+  std::vector<int64_t> milestones;  // the scale's validation milestones, ascending
+  std::vector<TrendSeed> seeds;     // every expected seed, ascending
+  double gap = kMissing;            // mean Δ at the last milestone with a complete pair
+  int64_t gap_milestone_tokens = 0;
+  TrendSummary summary;             // SummarizeSlopes(slopes of the seeds with one, level, gap)
 };
 
 struct DepthLayer {
@@ -239,6 +270,8 @@ struct ReportTables {
   std::vector<NllTable> nll;            // by scale, split (val by milestone, then test)
   std::vector<PairedRow> paired;        // main arms: by scale, split, milestone, arm
   std::vector<PairedRow> controls;      // by scale, control; vs parent, then vs reference
+  std::vector<TrendRow> trend;          // main arms: by scale, arm
+  double target_delta = kMissing;       // ReportInput.target_delta
   std::vector<DepthRow> depth;          // by scale, arm, milestone
   std::vector<CostRow> cost;            // by scale, arm, hardware kind
   std::vector<CostExclusion> cost_excluded;
@@ -257,6 +290,7 @@ ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed,
 inline constexpr const char* kPlotNllVsTokens = "nll_vs_tokens.png";
 inline constexpr const char* kPlotDeltaLastMilestone = "delta_last_milestone.png";
 inline constexpr const char* kPlotJsByLayer = "js_by_layer.png";
+inline constexpr const char* kPlotDeltaVsTokens = "delta_vs_tokens.png";
 
 // report.md. plots_dir_relative: the plots folder relative to the markdown file (e.g. "plots");
 // empty: no plots are embedded.

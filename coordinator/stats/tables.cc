@@ -146,7 +146,7 @@ PairedRow MakePairedRow(const std::string& scale, const std::string& split, int6
                         const std::string& kind, const std::vector<uint64_t>& seeds,
                         const std::vector<NllCell>& arm_cells,
                         const std::vector<NllCell>& reference_cells, uint64_t bootstrap_seed,
-                        int resamples, double level) {
+                        int resamples, double level, double target_delta) {
   PairedRow row;
   row.scale = scale;
   row.split = split;
@@ -186,6 +186,17 @@ PairedRow MakePairedRow(const std::string& scale, const std::string& split, int6
   row.mean_reference_nll = Mean(ref_nlls);
   row.mean_arm_nll = Mean(arm_nlls);
   row.summary = Summarize(deltas, bootstrap_seed, resamples, level);
+  row.power = SummarizePower(row.summary.n, row.summary.sd, level, target_delta);
+  row.robust = SummarizeRobust(deltas);
+  size_t k = 0;  // index among the complete pairs
+  for (SeedPair& pair : row.pairs) {
+    if (!pair.complete) continue;
+    pair.robust_z = row.robust.robust_z[k];
+    pair.outlier = std::find(row.robust.outliers.begin(), row.robust.outliers.end(), k) !=
+                   row.robust.outliers.end();
+    if (pair.outlier) row.outlier_seeds.push_back(pair.seed);
+    ++k;
+  }
   return row;
 }
 
@@ -470,6 +481,7 @@ ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int 
   out.level = level;
   out.bootstrap_resamples = resamples;
   out.bootstrap_seed = bootstrap_seed;
+  out.target_delta = input.target_delta;
   const std::string& reference = out.reference_arm;
 
   RunIndex index(input.runs, out.notes);
@@ -564,9 +576,46 @@ ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int 
       for (size_t a = 1; a < arms.size(); ++a) {
         out.paired.push_back(MakePairedRow(scale, split, milestone, arms[a], reference, "main",
                                            plan.seeds, Column(table, a), reference_cells,
-                                           bootstrap_seed, resamples, level));
+                                           bootstrap_seed, resamples, level, input.target_delta));
       }
       out.nll.push_back(std::move(table));
+    }
+
+    // Trend: Δ against ln(tokens) across the validation milestones, per main arm.
+    for (size_t a = 1; a < arms.size(); ++a) {
+      TrendRow trend;
+      trend.scale = scale;
+      trend.arm = arms[a];
+      trend.reference_arm = reference;
+      trend.milestones = plan.milestones;
+      std::vector<const PairedRow*> rows;
+      for (const PairedRow& row : out.paired) {
+        if (row.scale == scale && row.arm == arms[a] && row.split == kSplitVal) {
+          rows.push_back(&row);
+          if (row.summary.n >= 1) {
+            trend.gap = row.summary.mean;
+            trend.gap_milestone_tokens = row.milestone_tokens;
+          }
+        }
+      }
+      std::vector<double> slopes;
+      for (size_t s = 0; s < plan.seeds.size(); ++s) {
+        TrendSeed ts;
+        ts.seed = plan.seeds[s];
+        std::vector<double> log_tokens;
+        for (const PairedRow* row : rows) {
+          const SeedPair& p = row->pairs[s];
+          if (!p.complete || row->milestone_tokens <= 0) continue;
+          ts.milestones.push_back(row->milestone_tokens);
+          ts.deltas.push_back(p.delta);
+          log_tokens.push_back(std::log(static_cast<double>(row->milestone_tokens)));
+        }
+        ts.slope = OlsSlope(log_tokens, ts.deltas);
+        if (Finite(ts.slope)) slopes.push_back(ts.slope);
+        trend.seeds.push_back(std::move(ts));
+      }
+      trend.summary = SummarizeSlopes(slopes, level, trend.gap);
+      out.trend.push_back(std::move(trend));
     }
 
     // Controls: against the parent, and against the reference when that is another arm.
@@ -578,12 +627,12 @@ ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int 
       out.controls.push_back(MakePairedRow(
           scale, kSplitVal, milestone, c.arm, parent, "control_vs_parent", plan.seeds,
           control_cells, ControlCells(scale, parent, plan.seeds, milestone, index),
-          bootstrap_seed, resamples, level));
+          bootstrap_seed, resamples, level, input.target_delta));
       if (parent != reference) {
         out.controls.push_back(MakePairedRow(
             scale, kSplitVal, milestone, c.arm, reference, "control_vs_reference", plan.seeds,
             control_cells, ControlCells(scale, reference, plan.seeds, milestone, index),
-            bootstrap_seed, resamples, level));
+            bootstrap_seed, resamples, level, input.target_delta));
       }
     }
 

@@ -335,7 +335,7 @@ TEST(ReportTest, FullReportWithRenderedFiles) {
   EXPECT_EQ(cost->peak_memory_bytes(), 4500);
   EXPECT_EQ(cost->reference_peak_memory_bytes(), 3000);
 
-  // The files: report.md first, its three PNGs, the CSVs and report.json.
+  // The files: report.md first, its four PNGs, the CSVs and report.json.
   EXPECT_TRUE(resp.warning().empty()) << resp.warning();
   ASSERT_GT(resp.files_size(), 0);
   EXPECT_EQ(resp.files(0).name(), "report.md");
@@ -345,14 +345,15 @@ TEST(ReportTest, FullReportWithRenderedFiles) {
   EXPECT_NE(md->content().find("plots/nll_vs_tokens.png"), std::string::npos);
   EXPECT_NE(md->content().find("n"), std::string::npos);
   for (const char* png : {"plots/nll_vs_tokens.png", "plots/delta_last_milestone.png",
-                          "plots/js_by_layer.png"}) {
+                          "plots/js_by_layer.png", "plots/delta_vs_tokens.png"}) {
     const pb::ReportFile* f = FindFile(resp, png);
     ASSERT_NE(f, nullptr) << png;
     EXPECT_EQ(f->media_type(), "image/png");
     EXPECT_TRUE(IsPng(f->content())) << png;
   }
   for (const char* csv : {"nll.csv", "paired.csv", "paired_seeds.csv", "controls.csv",
-                          "depth.csv", "depth_layers.csv", "cost.csv", "missing.csv"}) {
+                          "depth.csv", "depth_layers.csv", "cost.csv", "missing.csv",
+                          "trend.csv", "trend_seeds.csv"}) {
     const pb::ReportFile* f = FindFile(resp, csv);
     ASSERT_NE(f, nullptr) << csv;
     EXPECT_EQ(f->media_type(), "text/csv");
@@ -371,6 +372,59 @@ TEST(ReportTest, FullReportWithRenderedFiles) {
   pb::GetReportResponse only_json = BuildReport(b.src, options);
   ASSERT_EQ(only_json.files_size(), 1);
   EXPECT_EQ(only_json.files(0).name(), "report.json");
+}
+
+TEST(ReportTest, PowerRobustnessAndTrendInTheProto) {
+  Built b = Finished();
+  ReportOptions options;
+  options.bootstrap_resamples = 100;
+  options.omit_files = true;
+  options.target_delta = 0.04;
+  const pb::Report r = BuildReport(b.src, options).report();
+  EXPECT_EQ(r.target_delta_nll(), 0.04);
+  const pb::PairedRow* last = FindRow(r, "rd", 12288);
+  ASSERT_NE(last, nullptr);
+  // Power: alpha 0.05, 80%, with the row's sd (deltas −0.03, −0.01, 0.02).
+  EXPECT_NEAR(last->power_alpha(), 0.05, 1e-15);
+  EXPECT_EQ(last->power(), 0.8);
+  EXPECT_EQ(last->mde_nll(), stats::MinimumDetectableEffect(last->sd_delta_nll(), 3, 1 - 0.95));
+  ASSERT_EQ(last->seeds_needed_size(), 4);
+  const double deltas[] = {0.01, 0.02, 0.03, 0.04};
+  for (int i = 0; i < 4; ++i) {
+    const pb::SeedsNeeded& e = last->seeds_needed(i);
+    EXPECT_EQ(e.delta_nll(), deltas[i]);
+    EXPECT_EQ(e.user_given(), i == 3);
+    EXPECT_EQ(e.seeds(), stats::SeedsNeeded(deltas[i], last->sd_delta_nll(), 1 - 0.95)) << i;
+    EXPECT_GE(e.seeds(), 2);
+  }
+  // Robustness: median −0.01; ranks of |Δ| 3, 1, 2 and W+ = 2: P(W+ <= 2) = 3/8, p = 0.75.
+  EXPECT_NEAR(last->median_delta_nll(), -0.01, 1e-12);
+  EXPECT_EQ(last->wilcoxon_n(), 3);
+  EXPECT_EQ(last->wilcoxon_w_plus(), 2.0);
+  EXPECT_EQ(last->wilcoxon_p(), 0.75);
+  EXPECT_TRUE(last->wilcoxon_exact());
+  EXPECT_EQ(last->outlier_seeds_size(), 0);
+  for (const pb::SeedDelta& d : last->pairs()) {
+    EXPECT_TRUE(std::isfinite(d.robust_z()));
+    EXPECT_FALSE(d.outlier());
+  }
+  // Trend: the same Δ at both milestones, so no evidence either way.
+  ASSERT_EQ(r.trend_rows_size(), 1);
+  const pb::TrendRow& t = r.trend_rows(0);
+  EXPECT_EQ(t.arm(), "rd");
+  EXPECT_EQ(t.milestone_tokens_size(), 2);
+  EXPECT_EQ(t.n(), 3);
+  EXPECT_EQ(t.n_expected(), 3);
+  ASSERT_EQ(t.seeds_size(), 3);
+  EXPECT_EQ(t.seeds(0).delta_nll_size(), 2);
+  EXPECT_NEAR(t.mean_slope(), 0.0, 1e-12);
+  EXPECT_EQ(t.reading(), "no evidence");
+  EXPECT_EQ(t.gap_milestone_tokens(), 12288);
+  // Without a target: the three planned deltas only.
+  options.target_delta = 0;
+  const pb::Report none = BuildReport(b.src, options).report();
+  EXPECT_EQ(none.target_delta_nll(), 0.0);
+  EXPECT_EQ(FindRow(none, "rd", 12288)->seeds_needed_size(), 3);
 }
 
 TEST(ReportTest, WithoutGnuplotTheMarkdownSaysWhy) {

@@ -402,5 +402,161 @@ TEST(Summarize, LevelAndResamples) {
   EXPECT_TRUE(bad_level.t_test_defined);
 }
 
+// ---- Power, robustness, trend (every figure is also recomputed by crosscheck_power.py) -----
+
+TEST(NoncentralT, ZeroNoncentralityIsTheCentralT) {
+  for (double df : {1.0, 3.0, 10.0, 150.0}) {
+    for (double t : {-5.0, -0.3, 0.0, 0.8, 2.5, 40.0}) {
+      EXPECT_NEAR(NoncentralTCdf(t, df, 0.0), StudentTCdf(t, df), 2e-15) << t << " " << df;
+    }
+  }
+}
+
+TEST(NoncentralT, SymmetryLimitsAndLargeNoncentrality) {
+  for (double ncp : {-3.0, 0.5, 7.0}) {
+    EXPECT_NEAR(NoncentralTCdf(1.7, 6.0, ncp), 1.0 - NoncentralTCdf(-1.7, 6.0, -ncp), 1e-15);
+  }
+  EXPECT_EQ(NoncentralTCdf(0.0, 5.0, 1.0), NormalCdf(-1.0));  // P(Z + δ <= 0)
+  EXPECT_EQ(NoncentralTCdf(std::numeric_limits<double>::infinity(), 5.0, 1.0), 1.0);
+  EXPECT_TRUE(std::isnan(NoncentralTCdf(1.0, 0.0, 1.0)));
+  // Large df: T' -> Z + δ.
+  EXPECT_NEAR(NoncentralTCdf(2.5, 1e7, 1.0), NormalCdf(1.5), 1e-6);
+  // Far from the Poisson mode at 0 (λ = 1250): the series starts at the mode; the CDF is
+  // increasing in t and its median is near ncp.
+  const double a = NoncentralTCdf(45.0, 200.0, 50.0);
+  const double b = NoncentralTCdf(55.0, 200.0, 50.0);
+  EXPECT_GT(a, 0.0);
+  EXPECT_LT(a, 0.5);
+  EXPECT_GT(b, 0.5);
+  EXPECT_LT(b, 1.0);
+}
+
+TEST(Power, ReferenceValues) {
+  // R: power.t.test(n = 10, delta = 1, sd = 1, type = "one.sample") = 0.8030962 (its default
+  // strict = FALSE counts the upper rejection region only).
+  const double c = StudentTQuantile(0.975, 9.0);
+  EXPECT_NEAR(1.0 - NoncentralTCdf(c, 9.0, std::sqrt(10.0)), 0.8030962, 5e-8);
+  EXPECT_NEAR(PairedTTestPower(1.0, 1.0, 10, 0.05), 0.8030969, 5e-7);  // both regions
+  // pwr.t.test(d = 1 / 0.5, power = 0.8, type = "paired"): n = 9.94 / 33.37, so 10 and 34 seeds.
+  EXPECT_EQ(SeedsNeeded(1.0, 1.0, 0.05), 10);
+  EXPECT_EQ(SeedsNeeded(0.5, 1.0, 0.05), 34);
+}
+
+TEST(Power, PowerOfNoEffectIsAlphaAndTheMdeHasEightyPercent) {
+  EXPECT_NEAR(PairedTTestPower(0.0, 0.01, 5, 0.05), 0.05, 1e-14);
+  EXPECT_NEAR(PairedTTestPower(0.0, 0.01, 40, 0.1), 0.1, 1e-14);
+  for (int64_t n : {2, 3, 5, 10, 100}) {
+    const double mde = MinimumDetectableEffect(0.004, n, 0.05);
+    EXPECT_NEAR(PairedTTestPower(mde, 0.004, n, 0.05), 0.8, 1e-10) << n;
+    EXPECT_LT(PairedTTestPower(0.999 * mde, 0.004, n, 0.05), 0.8) << n;
+  }
+  // The noncentral t needs more than the normal approximation (z_{.975} + z_{.8}) sd / √n,
+  // much more at small n, and agrees with it at large n.
+  const double z = 1.959963984540054 + 0.8416212335729143;
+  EXPECT_GT(MinimumDetectableEffect(1.0, 5, 0.05), 1.3 * z / std::sqrt(5.0));
+  EXPECT_NEAR(MinimumDetectableEffect(1.0, 10000, 0.05) / (z / 100.0), 1.0, 2e-4);
+}
+
+TEST(Power, EdgeCases) {
+  EXPECT_TRUE(std::isnan(MinimumDetectableEffect(0.01, 1, 0.05)));    // n < 2
+  EXPECT_TRUE(std::isnan(MinimumDetectableEffect(NAN, 5, 0.05)));     // no sd
+  EXPECT_EQ(MinimumDetectableEffect(0.0, 5, 0.05), 0.0);              // sd = 0
+  EXPECT_EQ(SeedsNeeded(0.01, 0.0, 0.05), 2);                         // sd = 0
+  EXPECT_EQ(SeedsNeeded(0.0, 0.01, 0.05), 0);                         // no effect: undefined
+  EXPECT_EQ(SeedsNeeded(0.01, NAN, 0.05), 0);
+  EXPECT_EQ(SeedsNeeded(1e-6, 1.0, 0.05), kSeedsBeyondSearch);        // > 1,000,000
+  EXPECT_EQ(SeedsNeeded(-0.02, 0.01, 0.05), SeedsNeeded(0.02, 0.01, 0.05));  // |Δ|
+  // Seeds needed is the smallest n with power >= 0.8.
+  const int64_t k = SeedsNeeded(0.01, 0.012, 0.05);
+  EXPECT_GE(PairedTTestPower(0.01, 0.012, k, 0.05), 0.8);
+  EXPECT_LT(PairedTTestPower(0.01, 0.012, k - 1, 0.05), 0.8);
+  EXPECT_GT(k, 10);
+
+  const PowerSummary none = SummarizePower(1, NAN, 0.95, 0.015);
+  EXPECT_FALSE(none.defined);
+  EXPECT_TRUE(std::isnan(none.mde));
+  ASSERT_EQ(none.seeds_needed.size(), 4u);  // 0.01, 0.02, 0.03 and the target, all undefined
+  EXPECT_EQ(none.seeds_needed[0].seeds, 0);
+  EXPECT_TRUE(none.seeds_needed[3].user_given);
+  EXPECT_EQ(none.seeds_needed[3].delta, 0.015);
+  const PowerSummary some = SummarizePower(5, 0.0037, 0.9, std::nan(""));
+  EXPECT_TRUE(some.defined);
+  EXPECT_NEAR(some.alpha, 0.1, 1e-15);
+  EXPECT_EQ(some.seeds_needed.size(), 3u);
+  EXPECT_NEAR(PairedTTestPower(some.mde, 0.0037, 5, some.alpha), 0.8, 1e-10);
+}
+
+TEST(Robust, MedianMadAndOutliers) {
+  EXPECT_TRUE(std::isnan(Median({})));
+  EXPECT_EQ(Median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(Median({4.0, 1.0, 2.0, 3.0}), 2.5);
+  const RobustSummary r = SummarizeRobust({1.0, 2.0, 3.0, 4.0, 100.0});
+  EXPECT_EQ(r.median, 3.0);
+  EXPECT_EQ(r.mad, 1.0);
+  EXPECT_EQ(r.mad_scaled, kMadScale);
+  ASSERT_EQ(r.outliers.size(), 1u);
+  EXPECT_EQ(r.outliers[0], 4u);
+  EXPECT_NEAR(r.robust_z[4], 97.0 / kMadScale, 1e-12);
+  // MAD = 0: every Δ that differs from the median is an outlier; equal ones are not.
+  const RobustSummary flat = SummarizeRobust({-0.01, -0.01, -0.01, -0.02});
+  EXPECT_EQ(flat.mad_scaled, 0.0);
+  ASSERT_EQ(flat.outliers.size(), 1u);
+  EXPECT_EQ(flat.outliers[0], 3u);
+  EXPECT_EQ(flat.robust_z[0], 0.0);
+  EXPECT_TRUE(std::isinf(flat.robust_z[3]));
+  // n = 1 and n = 2 never flag.
+  EXPECT_TRUE(SummarizeRobust({0.5}).outliers.empty());
+  EXPECT_TRUE(SummarizeRobust({0.5, -3.0}).outliers.empty());
+}
+
+TEST(Robust, WilcoxonExactValuesZerosAndTies) {
+  const WilcoxonResult all = WilcoxonSignedRank(kPaperS);  // 5 of 5 negative
+  EXPECT_EQ(all.n, 5);
+  EXPECT_EQ(all.w_plus, 0.0);
+  EXPECT_TRUE(all.exact);
+  EXPECT_EQ(all.p, 0.0625);
+  const WilcoxonResult none = WilcoxonSignedRank({0.0, 0.0});
+  EXPECT_EQ(none.n, 0);
+  EXPECT_EQ(none.zeros, 2);
+  EXPECT_EQ(none.p, 1.0);
+  // {1, −1, 2, 0}: the zero is dropped; |1| and |−1| share midrank 1.5; W+ = 1.5 + 3 = 4.5;
+  // the 8 sign patterns give W+ in {0, 1.5, 1.5, 3, 3, 4.5, 4.5, 6}: P(W+ >= 4.5) = 3/8.
+  const WilcoxonResult tied = WilcoxonSignedRank({1.0, -1.0, 2.0, 0.0});
+  EXPECT_EQ(tied.n, 3);
+  EXPECT_EQ(tied.zeros, 1);
+  EXPECT_TRUE(tied.tied_ranks);
+  EXPECT_EQ(tied.w_plus, 4.5);
+  EXPECT_EQ(tied.p, 0.75);
+  // 10 of 10 positive: p = 2 / 2^10.
+  std::vector<double> ten;
+  for (int i = 1; i <= 10; ++i) ten.push_back(0.001 * i);
+  EXPECT_EQ(WilcoxonSignedRank(ten).p, 2.0 / 1024.0);
+  // Exact up to 25 non-zero Δ, normal above.
+  std::vector<double> many;
+  for (int i = 1; i <= 26; ++i) many.push_back((i % 3 == 0 ? 1.0 : -1.0) * i);
+  EXPECT_FALSE(WilcoxonSignedRank(many).exact);
+  many.pop_back();
+  EXPECT_TRUE(WilcoxonSignedRank(many).exact);
+}
+
+TEST(Trend, SlopeAndReading) {
+  EXPECT_NEAR(OlsSlope({1.0, 2.0, 3.0}, {3.0, 5.0, 7.0}), 2.0, 1e-15);
+  EXPECT_TRUE(std::isnan(OlsSlope({1.0}, {3.0})));
+  EXPECT_TRUE(std::isnan(OlsSlope({2.0, 2.0}, {3.0, 4.0})));
+  // A negative gap (the arm is better) with a positive slope: Δ moves toward 0.
+  EXPECT_EQ(SummarizeSlopes({0.010, 0.012, 0.011}, 0.95, -0.03).reading, "the gap narrows");
+  EXPECT_EQ(SummarizeSlopes({-0.010, -0.012, -0.011}, 0.95, -0.03).reading, "the gap widens");
+  EXPECT_EQ(SummarizeSlopes({0.010, 0.012, 0.011}, 0.95, 0.03).reading, "the gap widens");
+  EXPECT_EQ(SummarizeSlopes({0.01, -0.012, 0.002}, 0.95, -0.03).reading, "no evidence");
+  const TrendSummary one = SummarizeSlopes({0.01}, 0.95, -0.03);
+  EXPECT_EQ(one.reading, "no evidence");
+  EXPECT_FALSE(one.ci_defined);
+  EXPECT_EQ(SummarizeSlopes({}, 0.95, -0.03).n, 0);
+  const TrendSummary flat = SummarizeSlopes({0.0, 0.0}, 0.95, -0.03);  // sd = 0, mean = 0
+  EXPECT_EQ(flat.reading, "no evidence");
+  EXPECT_FALSE(flat.t_test_defined);
+  EXPECT_EQ(SummarizeSlopes({0.01, 0.02}, 0.95, 0.0).reading, "no evidence");  // no gap
+}
+
 }  // namespace
 }  // namespace rdattn::stats

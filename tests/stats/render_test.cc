@@ -450,6 +450,73 @@ TEST(BuildTables, EmptySweep) {
 
 // ---- Markdown ----------------------------------------------------------------------------
 
+// ---- Power, robustness, trend (the figures themselves: crosscheck_power.py) --------------------
+
+TEST(BuildTables, PowerRobustnessAndTrendOfThePaperSweep) {
+  ReportInput in = PaperSweep();
+  in.target_delta = 0.015;
+  const ReportTables t = BuildTables(in, kSeed);
+  EXPECT_EQ(t.target_delta, 0.015);
+  const PairedRow& last = FindRow(t.paired, "rd", "block", k2B);
+  EXPECT_TRUE(last.power.defined);
+  EXPECT_NEAR(last.power.alpha, 0.05, 1e-15);
+  EXPECT_NEAR(PairedTTestPower(last.power.mde, last.summary.sd, 5, 0.05), 0.8, 1e-10);
+  ASSERT_EQ(last.power.seeds_needed.size(), 4u);
+  EXPECT_EQ(last.power.seeds_needed[3].delta, 0.015);
+  EXPECT_TRUE(last.power.seeds_needed[3].user_given);
+  for (const SeedsForDelta& e : last.power.seeds_needed) {
+    EXPECT_EQ(e.seeds, SeedsNeeded(e.delta, last.summary.sd, 0.05)) << e.delta;
+  }
+  EXPECT_NEAR(last.robust.median, -0.030, 1e-12);
+  EXPECT_EQ(last.robust.wilcoxon.p, 0.0625);
+  // MAD = median(0.003, 0.001, 0, 0, 0.005) = 0.001: seed 5 (−0.035) is 0.005 from the median,
+  // more than 3 · 1.4826 · 0.001 = 0.00445, so the rule flags it (z = −3.37).
+  EXPECT_EQ(last.outlier_seeds, std::vector<uint64_t>{5});
+  EXPECT_NEAR(last.pairs[4].robust_z, -0.005 / (kMadScale * 0.001), 1e-6);
+  // Every seed's gap is wider early (Δ · (1 + 0.1 log2(2B / m))): the gap narrows.
+  ASSERT_EQ(t.trend.size(), 1u);
+  const TrendRow& trend = t.trend[0];
+  EXPECT_EQ(trend.milestones.size(), kMilestones.size());
+  ASSERT_EQ(trend.seeds.size(), 5u);
+  for (const TrendSeed& s : trend.seeds) {
+    EXPECT_EQ(s.milestones.size(), kMilestones.size());
+    EXPECT_NEAR(s.slope, -0.1 * kPaperS[s.seed - 1] / std::log(2.0), 1e-9) << s.seed;
+  }
+  EXPECT_EQ(trend.summary.n, 5);
+  EXPECT_EQ(trend.gap_milestone_tokens, k2B);
+  EXPECT_EQ(trend.summary.reading, "the gap narrows");
+
+  const std::string md = RenderMarkdown(t, "plots");
+  for (const char* want : {"## Power", "## Robustness", "## Trend", "seeds for 0.015 (target)",
+                           "the gap narrows", "(plots/delta_vs_tokens.png)", "(exact)"}) {
+    EXPECT_NE(md.find(want), std::string::npos) << want;
+  }
+  const auto j = nlohmann::json::parse(RenderJson(t));
+  EXPECT_EQ(j["target_delta"], 0.015);
+  ASSERT_EQ(j["trend"].size(), 1u);
+  EXPECT_EQ(j["trend"][0]["summary"]["reading"], "the gap narrows");
+  const auto& row = j["paired"][static_cast<size_t>(&last - &t.paired[0])];
+  EXPECT_EQ(row["power"]["mde"].get<double>(), last.power.mde);
+  EXPECT_EQ(row["power"]["seeds_needed"].size(), 4u);
+  EXPECT_EQ(row["robust"]["wilcoxon"]["p"].get<double>(), 0.0625);
+}
+
+TEST(BuildTables, OutlierSeedIsNamedInEveryFormat) {
+  ReportInput in = PaperSweep();
+  for (RunResult& r : in.runs) {  // seed 3's rd is far worse at 2B
+    if (r.arm == "rd" && r.seed == 3) r.milestones[k2B].val_nll += 0.1;
+  }
+  const ReportTables t = BuildTables(in, kSeed);
+  const PairedRow& last = FindRow(t.paired, "rd", "block", k2B);
+  ASSERT_EQ(last.outlier_seeds, std::vector<uint64_t>{3});
+  EXPECT_TRUE(last.pairs[2].outlier);
+  EXPECT_GT(last.pairs[2].robust_z, 3.0);
+  EXPECT_NE(RenderMarkdown(t, "").find("seed 3 (Δ +0.0700"), std::string::npos);
+  const auto csv = RenderCsv(t);
+  EXPECT_NE(csv.at("paired.csv").find(",3,"), std::string::npos);
+  EXPECT_NE(csv.at("paired_seeds.csv").find(",true\r\n"), std::string::npos);
+}
+
 TEST(RenderMarkdown, EveryRowPrintsItsN) {
   const ReportTables t = BuildTables(MessySweep(), kSeed);
   const std::string md = RenderMarkdown(t, "plots");
@@ -551,13 +618,13 @@ TEST(RenderCsv, OneWellFormedFilePerTable) {
   const auto files = RenderCsv(t);
   for (const char* name : {"nll.csv", "paired.csv", "paired_seeds.csv", "controls.csv",
                            "depth.csv", "depth_layers.csv", "cost.csv", "cost_pairs.csv",
-                           "cost_excluded.csv", "missing.csv"}) {
+                           "cost_excluded.csv", "missing.csv", "trend.csv", "trend_seeds.csv"}) {
     ASSERT_TRUE(files.count(name)) << name;
     const auto rows = ParseCsv(files.at(name));
     ASSERT_FALSE(rows.empty()) << name;
     for (const auto& row : rows) EXPECT_EQ(row.size(), rows[0].size()) << name;
   }
-  EXPECT_EQ(files.size(), 10u);
+  EXPECT_EQ(files.size(), 12u);
   const auto paired = ParseCsv(files.at("paired.csv"));
   EXPECT_EQ(paired.size(), t.paired.size() + 1);
   EXPECT_EQ(paired[0][6], "n");
@@ -661,7 +728,8 @@ bool IsPng(const fs::path& path) {
 }
 
 void ExpectThreePngs(const fs::path& dir) {
-  for (const char* png : {kPlotNllVsTokens, kPlotDeltaLastMilestone, kPlotJsByLayer}) {
+  for (const char* png : {kPlotNllVsTokens, kPlotDeltaLastMilestone, kPlotJsByLayer,
+                          kPlotDeltaVsTokens}) {
     EXPECT_TRUE(fs::exists(dir / png)) << png;
     if (fs::exists(dir / png)) {
       EXPECT_TRUE(IsPng(dir / png)) << png;
@@ -743,7 +811,7 @@ TEST(WriteReportFiles, CsvAndJsonAndBadFormat) {
   const ReportTables t = BuildTables(PaperSweep(), kSeed);
   auto csv = WriteReportFiles(t, (dir.path() / "csv").string(), "csv");
   ASSERT_TRUE(csv.ok());
-  EXPECT_EQ(csv->files.size(), 10u);
+  EXPECT_EQ(csv->files.size(), 12u);
   EXPECT_TRUE(fs::exists(dir.path() / "csv" / "paired.csv"));
   auto json = WriteReportFiles(t, (dir.path() / "json").string(), "json");
   ASSERT_TRUE(json.ok());
