@@ -63,6 +63,21 @@ double IncompleteBetaXY(double a, double b, double x, double y, double log_x, do
   return 1.0 - std::exp(log_front) * BetaContinuedFraction(b, a, y) / b;
 }
 
+// I_x(a, b) for the noncentral t's starting terms. Like IncompleteBetaXY, except that just on
+// the x side of the switch point with a tiny 1 − x (large a, x near 1: t² ≫ df) it sums the
+// continued fraction in y = 1 − x instead, because 1 − (a + b) x / (a + 1) cancels there and
+// the rounding of x alone costs ~1e-16 / y in relative terms.
+double IncompleteBetaNearOne(double a, double b, double x, double y, double log_x,
+                             double log_y) {
+  const double switch_x = (a + 1.0) / (a + b + 2.0);
+  if (x > 0.0 && y > 0.0 && x < switch_x && y < 1e-3 && y < 4.0 * (1.0 - switch_x)) {
+    const double log_front = a * log_x + b * log_y - LogBeta(a, b);
+    const double cf = BetaContinuedFraction(b, a, y);
+    if (!std::isnan(cf)) return 1.0 - std::exp(log_front) * cf / b;
+  }
+  return IncompleteBetaXY(a, b, x, y, log_x, log_y);
+}
+
 double SumInOrder(const std::vector<double>& xs) {
   double sum = 0.0;
   for (double x : xs) sum += x;
@@ -313,15 +328,30 @@ double NoncentralTCdf(double t, double df, double ncp) {
   // g(a + 1) = g(a) · x (a + b) / (a + 1).
   const double k = std::floor(lam);
   const double log_lam = std::log(lam);
-  const double p_k = std::exp(-lam + k * log_lam - std::lgamma(k + 1.0));
-  const double q_k = std::exp(-lam + k * log_lam - std::lgamma(k + 1.5));
+  double log_p_k, log_q_k;
+  if (k < 10.0) {
+    log_p_k = -lam + k * log_lam - std::lgamma(k + 1.0);
+    log_q_k = -lam + k * log_lam - std::lgamma(k + 1.5);
+  } else {
+    // −λ + k ln λ − ln k! has terms of size λ that cancel; as in Loader's dpois:
+    // ln P_k = −bd0(k, λ) − ½ ln(2πk) − stirlerr(k), bd0 = k ln(k/λ) + λ − k (|λ − k| < 1 here),
+    // and ln Q_k = ln P_k + ln Γ(k + 1) − ln Γ(k + 3/2) by Stirling's series as well.
+    const double bd0 = k * std::log1p((k - lam) / lam) + (lam - k);
+    log_p_k = -bd0 - 0.5 * std::log(2.0 * kPi * k) - StirlingCorrection(k);
+    const double lgamma_ratio = -(k + 0.5) * std::log1p(0.5 / (k + 1.0)) -
+                                0.5 * std::log(k + 1.5) + 0.5 + StirlingCorrection(k + 1.0) -
+                                StirlingCorrection(k + 1.5);
+    log_q_k = log_p_k + lgamma_ratio;
+  }
+  const double p_k = std::exp(log_p_k);
+  const double q_k = std::exp(log_q_k);
   const auto g_of = [&](double a) {
     return std::exp(a * log_x + b * log_y - LogBeta(a, b) - std::log(a));
   };
   const double a_p = k + 0.5;
   const double a_q = k + 1.0;
-  const double i_p_k = IncompleteBetaXY(a_p, b, x, y, log_x, log_y);
-  const double i_q_k = IncompleteBetaXY(a_q, b, x, y, log_x, log_y);
+  const double i_p_k = IncompleteBetaNearOne(a_p, b, x, y, log_x, log_y);
+  const double i_q_k = IncompleteBetaNearOne(a_q, b, x, y, log_x, log_y);
   const double g_p_k = g_of(a_p);
   const double g_q_k = g_of(a_q);
   constexpr double kNegligible = 1e-18;
@@ -340,10 +370,11 @@ double NoncentralTCdf(double t, double df, double ncp) {
       aq += 1.0;
       p *= lam / j;
       q *= lam / (j + 0.5);
-      const double term = p * ip + c * q * iq;
-      sum += term;
-      if ((p + std::fabs(c) * q) * std::max(ip, iq) < kNegligible && lam / (j + 1.0) < 0.5) break;
-      if (p + std::fabs(c) * q < kNegligible && lam / (j + 1.0) < 0.5) break;
+      sum += p * ip + c * q * iq;
+      // Past the mode the weights fall at least geometrically with ratio r = λ / (j + 1) < 1
+      // (and I_x falls too), so what is left is below weight / (1 − r).
+      const double r = lam / (j + 1.0);
+      if (r < 1.0 && (p + std::fabs(c) * q) < kNegligible * (1.0 - r)) break;
     }
   }
   {  // backward: j = k − 1, ..., 0; I_x(a − 1, b) = I_x(a, b) + g(a − 1)
@@ -360,7 +391,8 @@ double NoncentralTCdf(double t, double df, double ncp) {
       p *= (j + 1.0) / lam;
       q *= (j + 1.5) / lam;
       sum += p * ip + c * q * iq;
-      if (p + std::fabs(c) * q < kNegligible && j / lam < 0.5) break;
+      // Below the mode the weights fall with ratio j / λ < 1 towards j = 0 (I_x <= 1).
+      if (p + std::fabs(c) * q < kNegligible * (1.0 - j / lam)) break;
     }
   }
   return std::min(1.0, std::max(0.0, base + 0.5 * sum));

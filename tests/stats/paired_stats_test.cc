@@ -457,6 +457,15 @@ TEST(Power, PowerOfNoEffectIsAlphaAndTheMdeHasEightyPercent) {
   EXPECT_NEAR(MinimumDetectableEffect(1.0, 10000, 0.05) / (z / 100.0), 1.0, 2e-4);
 }
 
+TEST(Power, SmallAlphaAndTwoSeedsNeedAHugeNoncentrality) {
+  // level 0.9999 with n = 2: ncp* ≈ 8159 (λ = ncp²/2 ≈ 3.3e7 Poisson terms around the mode);
+  // the series is summed only where its weights matter, so this takes milliseconds.
+  const double mde = MinimumDetectableEffect(1.0, 2, 1e-4);
+  EXPECT_GT(mde, 5000.0);
+  EXPECT_NEAR(PairedTTestPower(mde, 1.0, 2, 1e-4), 0.8, 1e-9);
+  EXPECT_EQ(SeedsNeeded(0.01, 0.01, 1e-4), 30);
+}
+
 TEST(Power, EdgeCases) {
   EXPECT_TRUE(std::isnan(MinimumDetectableEffect(0.01, 1, 0.05)));    // n < 2
   EXPECT_TRUE(std::isnan(MinimumDetectableEffect(NAN, 5, 0.05)));     // no sd
