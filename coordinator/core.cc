@@ -7,6 +7,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -537,7 +538,11 @@ StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req)
                                 std::to_string(kMaxBootstrapResamples) + "], or 0 for " +
                                 std::to_string(kDefaultBootstrapResamples));
   }
+  if (!(std::isfinite(req.target_delta_nll()) && req.target_delta_nll() >= 0)) {
+    return InvalidArgumentError("target_delta_nll: must be a finite number of nats >= 0 (0: none)");
+  }
   ReportOptions options;
+  options.target_delta = req.target_delta_nll();
   for (int i = 0; i < req.formats_size(); ++i) {
     const std::string& f = req.formats(i);
     if (f != "md" && f != "csv" && f != "json") {

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <future>
+#include <limits>
 #include <regex>
 #include <set>
 #include <string>
@@ -473,6 +475,23 @@ TEST(ServiceTest, LeaseReportCompleteWatchAndReport) {
   bad.set_reference_arm("nope");
   EXPECT_EQ(h.sweeps().GetReport(Harness::Ctx().get(), bad, &bad_resp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // A target effect reaches the power rows; a negative or non-finite one is refused.
+  pb::GetReportRequest target = rreq;
+  target.set_omit_files(true);
+  target.set_target_delta_nll(0.04);
+  pb::GetReportResponse target_resp;
+  ASSERT_TRUE(h.sweeps().GetReport(Harness::Ctx().get(), target, &target_resp).ok());
+  bool user_row = false;
+  for (const pb::SeedsNeeded& need : target_resp.report().rows(1).seeds_needed()) {
+    if (need.user_given()) user_row = need.delta_nll() == 0.04;
+  }
+  EXPECT_TRUE(user_row) << target_resp.report().rows(1).DebugString();
+  for (double bad : {-0.01, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    target.set_target_delta_nll(bad);
+    grpc::Status st = h.sweeps().GetReport(Harness::Ctx().get(), target, &target_resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_NE(st.error_message().find("target_delta_nll"), std::string::npos) << st.error_message();
+  }
   pb::GetReportRequest plain = rreq;
   plain.set_omit_files(true);
   pb::GetReportResponse plain_resp;
