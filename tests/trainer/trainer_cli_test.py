@@ -300,6 +300,17 @@ def case_corrupt_checkpoint(env):
     check(sorted(b) == list(range(1, 41)) and all(a[s] == b[s] for s in a),
           "every loss is bitwise equal to the uninterrupted run's")
     check(evals(straight) == evals(events), "every milestone's val NLL is bitwise equal: %s" % evals(events))
+    # Another worker's checkpoint (the lease's resume_checkpoint_path, readable here): a run with
+    # an empty directory of its own resumes from it.
+    theirs = os.path.join(ckpt, "ckpt_step_00000020.pt")
+    job2 = env.job("cc_elsewhere", checkpoint__coordinator_checkpoint=theirs)
+    p, events2 = env.run(job2)
+    init = [e for e in read_events(events2) if e["kind"] == "KIND_INIT"][0]
+    check(init["step"] == 20, "a run with an empty directory resumes from the coordinator's checkpoint (step %d)" %
+          init["step"])
+    b = losses(events2)
+    check(sorted(b) == list(range(21, 41)) and all(a[s] == b[s] for s in b),
+          "and continues bitwise equal to the uninterrupted run (steps 21..40)")
 
 
 def case_reevaluate(env):

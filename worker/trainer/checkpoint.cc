@@ -19,6 +19,12 @@ namespace rdattn::trainer {
 namespace {
 
 constexpr const char* kPrefix = "ckpt_step_";
+
+// The first line of a LibTorch exception (the rest is its C++ backtrace).
+std::string FirstLine(const char* what) {
+  const std::string s(what);
+  return s.substr(0, s.find('\n'));
+}
 constexpr const char* kSuffix = ".pt";
 
 Status FsyncPath(const std::string& path, bool directory) {
@@ -177,7 +183,7 @@ StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
     if (!ar.try_read("meta", meta) || !meta.isString()) return DataLossError(path + ": checkpoint has no metadata");
     return ParseMeta(path, meta.toStringRef());
   } catch (const std::exception& e) {
-    return DataLossError(path + ": cannot read checkpoint: " + e.what());
+    return DataLossError(path + ": cannot read checkpoint: " + FirstLine(e.what()));
   }
 }
 
@@ -216,7 +222,7 @@ Status LoadCheckpoint(const std::string& path, model::Gpt& model, torch::optim::
     }
     if (meta != nullptr) *meta = std::move(parsed);
   } catch (const std::exception& e) {
-    return DataLossError(path + ": cannot load checkpoint: " + e.what());
+    return DataLossError(path + ": cannot load checkpoint: " + FirstLine(e.what()));
   }
   return Status::Ok();
 }
