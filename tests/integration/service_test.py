@@ -9,7 +9,7 @@ watched with the rdattn client. The checks go through an independent Python gRPC
   - in each pair group the initial-parameter checksums are equal, and so is the data order;
   - `rdattn watch` ended with the sweep, and the event stream holds every job's events in order;
   - the report lists 2 pairs, and `rdattn report --format md|csv|json --out DIR` writes report.md
-    with 3 PNG plots (gnuplot on the coordinator), the CSV files and report.json.
+    with 4 PNG plots (gnuplot on the coordinator), the CSV files and report.json.
 Ports are chosen by the OS. Every process is stopped at the end, pass or fail.
 """
 import argparse
@@ -166,7 +166,7 @@ max_attempts: 2
         check(text.returncode == 0 and "rd" in text.stdout, "rdattn report prints the table")
         print(text.stdout)
 
-        # The files of the report: report.md with 3 PNG plots, the CSVs, report.json.
+        # The files of the report: report.md with 4 PNG plots, the CSVs, report.json.
         out = os.path.join(tmp, "report")
         md = subprocess.run([client, "--coordinator", addr, "report", sid, "--format", "md", "--out", out],
                             capture_output=True, text=True, timeout=120)
@@ -177,7 +177,8 @@ max_attempts: 2
             text_md = f.read()
         check(re.search(r"\bn\b", text_md) is not None and "rd" in text_md, "report.md exists and prints n")
         pngs = sorted(n for n in os.listdir(os.path.join(out, "plots")) if n.endswith(".png"))
-        check(pngs == ["delta_last_milestone.png", "js_by_layer.png", "nll_vs_tokens.png"], "3 plots: %s" % pngs)
+        check(pngs == ["delta_last_milestone.png", "delta_vs_tokens.png", "js_by_layer.png", "nll_vs_tokens.png"],
+              "4 plots: %s" % pngs)
         for n in pngs:
             with open(os.path.join(out, "plots", n), "rb") as f:
                 check(f.read(8) == b"\x89PNG\r\n\x1a\n", "plots/%s is a PNG" % n)
