@@ -17,8 +17,8 @@
 #include "client/cli_args.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
-#include "common/sha256.h"
 #include "client/watch.h"
+#include "common/sha256.h"
 #include "proto/contract/contract.h"
 
 namespace rdattn::client {
@@ -363,7 +363,8 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
 // json -> report.json.
 bool FileOfFormat(const std::string& name, const std::string& format) {
   auto ends_with = [&name](const std::string& ext) {
-    return name.size() >= ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0;
+    return name.size() >= ext.size() &&
+           name.compare(name.size() - ext.size(), ext.size(), ext) == 0;
   };
   if (format == "md") return name == "report.md" || name.rfind("plots/", 0) == 0;
   if (format == "csv") return name.find('/') == std::string::npos && ends_with(".csv");
@@ -422,12 +423,15 @@ Status RunReport(Invocation& inv) {
     }
     if (FileOfFormat(f.name(), format)) files.push_back(&f);
   }
-  const std::string main_name = format == "md" ? "report.md" : format == "json" ? "report.json" : "";
+  const std::string main_name = format == "md"     ? "report.md"
+                                : format == "json" ? "report.json"
+                                                   : "";
   const bool has_main = std::any_of(files.begin(), files.end(), [&](const pb::ReportFile* f) {
     return main_name.empty() || f->name() == main_name;
   });
   if (files.empty() || !has_main) {
-    return InternalError("the coordinator returned no " + format + " report (is it older than "
+    return InternalError("the coordinator returned no " + format +
+                         " report (is it older than "
                          "this client?)");
   }
   if (!out_dir) {  // md or json to stdout
@@ -446,7 +450,8 @@ Status RunReport(Invocation& inv) {
     const fs::path path = dir / f->name();
     if (f->name().rfind("plots/", 0) == 0) {
       fs::create_directories(path.parent_path(), ec);
-      if (ec) return InternalError("cannot create " + path.parent_path().string() + ": " + ec.message());
+      if (ec)
+        return InternalError("cannot create " + path.parent_path().string() + ": " + ec.message());
     }
     RDATTN_RETURN_IF_ERROR(WriteFileAtomically(path, f->content()));
     const std::string ext = path.extension().string();

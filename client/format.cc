@@ -292,20 +292,21 @@ std::string FormatReport(const pb::Report& r) {
       if (row.n_expected() > 0) n += "/" + std::to_string(row.n_expected());
       const std::string where =
           row.split() == "test" ? std::string("test") : HumanTokens(row.milestone_tokens());
-      table.AddRow({row.scale(), where, row.arm() + (row.is_control() ? "*" : ""),
-                    row.reference_arm(), n, Fixed(row.mean_reference_nll(), 4),
-                    Fixed(row.mean_arm_nll(), 4), SignedFixed(row.mean_delta_nll(), 4),
-                    row.n() > 1 ? Fixed(row.sd_delta_nll(), 4) : "-",
-                    row.n() > 1 ? Interval(row.t_ci_low(), row.t_ci_high(), 4) : "-",
-                    row.n() > 1 ? Interval(row.bootstrap_ci_low(), row.bootstrap_ci_high(), 4) : "-",
-                    row.n() > 0 ? SignedPercent(row.ppl_change_of_mean_delta(), 2) : "-",
-                    row.n() > 0 ? SignedPercent(row.mean_ppl_change(), 2) : "-",
-                    std::to_string(row.wins()) + "/" + std::to_string(row.n()),
-                    row.n() > 0 ? PValue(row.sign_test_p()) : "-",
-                    row.n() > 1 ? PValue(row.t_test_p()) : "-"});
+      table.AddRow(
+          {row.scale(), where, row.arm() + (row.is_control() ? "*" : ""), row.reference_arm(), n,
+           Fixed(row.mean_reference_nll(), 4), Fixed(row.mean_arm_nll(), 4),
+           SignedFixed(row.mean_delta_nll(), 4), row.n() > 1 ? Fixed(row.sd_delta_nll(), 4) : "-",
+           row.n() > 1 ? Interval(row.t_ci_low(), row.t_ci_high(), 4) : "-",
+           row.n() > 1 ? Interval(row.bootstrap_ci_low(), row.bootstrap_ci_high(), 4) : "-",
+           row.n() > 0 ? SignedPercent(row.ppl_change_of_mean_delta(), 2) : "-",
+           row.n() > 0 ? SignedPercent(row.mean_ppl_change(), 2) : "-",
+           std::to_string(row.wins()) + "/" + std::to_string(row.n()),
+           row.n() > 0 ? PValue(row.sign_test_p()) : "-",
+           row.n() > 1 ? PValue(row.t_test_p()) : "-"});
     }
     out << table.Render();
-    out << "\nDELTA NLL = arm - reference in nats/token (negative: the arm is better); N = complete "
+    out << "\nDELTA NLL = arm - reference in nats/token (negative: the arm is better); N = "
+           "complete "
            "pairs/expected seeds;\nT/BOOT = Student t and seeded bootstrap intervals of the mean "
            "delta; PPL = exp(mean delta) - 1;\nPPL/SEED = mean over seeds of exp(delta) - 1; "
            "WINS = pairs with delta < 0; SIGN P = exact two-sided sign test;\nT P = paired "
@@ -315,7 +316,8 @@ std::string FormatReport(const pb::Report& r) {
     // Power, robustness (docs/report.md "Power", "Robustness").
     bool user_target = false;
     for (const pb::PairedRow& row : r.rows()) {
-      for (const pb::SeedsNeeded& e : row.seeds_needed()) user_target = user_target || e.user_given();
+      for (const pb::SeedsNeeded& e : row.seeds_needed())
+        user_target = user_target || e.user_given();
     }
     std::vector<std::string> cols{"SCALE", ">MILESTONE", "ARM", "VS", ">N", ">MDE"};
     std::vector<double> deltas;
@@ -332,8 +334,9 @@ std::string FormatReport(const pb::Report& r) {
       if (row.n_expected() > 0) n += "/" + std::to_string(row.n_expected());
       const std::string where =
           row.split() == "test" ? std::string("test") : HumanTokens(row.milestone_tokens());
-      std::vector<std::string> cells{row.scale(), where, row.arm() + (row.is_control() ? "*" : ""),
-                                     row.reference_arm(), n, Fixed(row.mde_nll(), 4)};
+      std::vector<std::string> cells{
+          row.scale(),         where, row.arm() + (row.is_control() ? "*" : ""),
+          row.reference_arm(), n,     Fixed(row.mde_nll(), 4)};
       for (size_t i = 0; i < deltas.size(); ++i) {
         if (static_cast<int>(i) >= row.seeds_needed_size()) {
           cells.push_back("-");
@@ -348,7 +351,7 @@ std::string FormatReport(const pb::Report& r) {
       }
       cells.push_back(row.n() > 0 ? SignedFixed(row.median_delta_nll(), 4) : "-");
       cells.push_back(row.wilcoxon_n() > 0 ? Printf("%g", row.wilcoxon_w_plus()) : "-");
-      cells.push_back(row.n() > 0 ? PValue(row.wilcoxon_p()) + (row.wilcoxon_n() == 0 ? ""
+      cells.push_back(row.n() > 0 ? PValue(row.wilcoxon_p()) + (row.wilcoxon_n() == 0  ? ""
                                                                 : row.wilcoxon_exact() ? " exact"
                                                                                        : " normal")
                                   : "-");
@@ -360,7 +363,8 @@ std::string FormatReport(const pb::Report& r) {
         << ", 80% power, noncentral t) and robustness:\n"
         << power.Render()
         << "MDE = minimum detectable |delta| at the current n and sd; SEEDS d = seeds needed for "
-           "|delta| = d (nats)" << (user_target ? ", * = --target-delta" : "")
+           "|delta| = d (nats)"
+        << (user_target ? ", * = --target-delta" : "")
         << ";\nMEDIAN = median delta; W+ = Wilcoxon signed-rank statistic (zeros dropped); "
            "OUTLIERS = |delta - median| > 3 scaled MADs.\n";
   }
@@ -381,13 +385,14 @@ std::string FormatReport(const pb::Report& r) {
   for (const pb::JsRow& js : r.js_rows()) any_js = any_js || js.has_js();
   if (any_js) {
     out << "\ndepth routes (JS(QK||V) in nats, means over seeds):\n";
-    Table table({"SCALE", "ARM", ">MILESTONE", ">N", ">JS MEAN", ">JS BITS", ">SQRT JS",
-                 ">JS K>=2"});
+    Table table(
+        {"SCALE", "ARM", ">MILESTONE", ">N", ">JS MEAN", ">JS BITS", ">SQRT JS", ">JS K>=2"});
     for (const pb::JsRow& js : r.js_rows()) {
       if (!js.has_js()) continue;
       table.AddRow({js.scale(), js.arm(), HumanTokens(js.milestone_tokens()),
-                    std::to_string(js.n()), Fixed(js.mean_js_nats(), 4), Fixed(js.mean_js_bits(), 4),
-                    Fixed(js.mean_js_sqrt(), 4), Fixed(js.mean_js_multi_source_nats(), 4)});
+                    std::to_string(js.n()), Fixed(js.mean_js_nats(), 4),
+                    Fixed(js.mean_js_bits(), 4), Fixed(js.mean_js_sqrt(), 4),
+                    Fixed(js.mean_js_multi_source_nats(), 4)});
     }
     out << table.Render();
   }
@@ -397,11 +402,13 @@ std::string FormatReport(const pb::Report& r) {
     Table table({"SCALE", "ARM", "HARDWARE", ">N", ">TOK/S", ">TOK/S RATIO", ">N MEM", ">PEAK MEM",
                  ">MEM RATIO"});
     for (const pb::CostRow& c : r.cost_rows()) {
-      const std::string kind = StripPrefix(pb::HardwareKind_Name(c.hardware_kind()), "HARDWARE_KIND_");
+      const std::string kind =
+          StripPrefix(pb::HardwareKind_Name(c.hardware_kind()), "HARDWARE_KIND_");
       table.AddRow({c.scale(), c.arm(), kind == "UNSPECIFIED" ? "-" : kind, std::to_string(c.n()),
                     c.n() > 0 ? HumanRate(c.mean_tokens_per_second()) : "-",
                     c.n() > 0 ? Fixed(c.tokens_per_second_ratio(), 3) : "-",
-                    std::to_string(c.n_memory()), c.n_memory() > 0 ? Bytes(c.peak_memory_bytes()) : "-",
+                    std::to_string(c.n_memory()),
+                    c.n_memory() > 0 ? Bytes(c.peak_memory_bytes()) : "-",
                     c.n_memory() > 0 ? Fixed(c.peak_memory_ratio(), 3) : "-"});
     }
     out << table.Render();

@@ -609,13 +609,12 @@ void Walk(const OJson& spec, RawSpec& r, Errors& e) {
   };
   auto parallel = [&r, &e]() -> std::vector<FieldDef> {
     RawParallel& p = r.parallel;
-    return {
-        {"world_size", I32(p.world_size, e)},
-        {"threads_per_rank", I32(p.threads_per_rank, e)},
-        {"backend", Enum(p.backend, kBackendEnum, kBackendValid, e)},
-        {"device", Enum(p.device, kDeviceEnum, kDeviceValid, e)},
-        {"precision", Enum(p.precision, kPrecisionEnum, kPrecisionValid, e)},
-        {"allreduce_bucket_bytes", I64(p.allreduce_bucket_bytes, e)}};
+    return {{"world_size", I32(p.world_size, e)},
+            {"threads_per_rank", I32(p.threads_per_rank, e)},
+            {"backend", Enum(p.backend, kBackendEnum, kBackendValid, e)},
+            {"device", Enum(p.device, kDeviceEnum, kDeviceValid, e)},
+            {"precision", Enum(p.precision, kPrecisionEnum, kPrecisionValid, e)},
+            {"allreduce_bucket_bytes", I64(p.allreduce_bucket_bytes, e)}};
   };
   auto checkpoint = [&r, &e]() -> std::vector<FieldDef> {
     RawCheckpoint& c = r.checkpoint;

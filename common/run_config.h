@@ -9,10 +9,9 @@
 // here (docs/run-config.md lists them); a value that would be silently wrong is an error.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,7 +35,7 @@ struct DataConfig {
   std::vector<std::string> train_shards;  // paths or globs (expanded by the trainer)
   std::vector<std::string> val_shards;
   std::vector<std::string> test_shards;
-  std::string tokenizer;                  // "gpt2" or "byte"
+  std::string tokenizer;  // "gpt2" or "byte"
   uint64_t data_seed = 0;
   int64_t val_windows = 0;   // 0: every window of the val shards
   int64_t test_windows = 0;  // 0: every window of the test shards
@@ -61,10 +60,10 @@ struct ScheduleConfig {
   std::vector<int64_t> milestones_tokens;  // sorted, unique
   int64_t stop_at_tokens = 0;              // 0: run to total_tokens
   // Derived (computed and checked by ParseRunConfig, never recomputed in the loop):
-  int64_t total_steps = 0;             // ceil(total_tokens / global_batch_tokens)
-  int64_t stop_step = 0;               // the step the run stops at (≤ total_steps)
-  int64_t global_batch_sequences = 0;  // global_batch_tokens / context
-  int64_t grad_accum_steps = 0;        // global_batch_sequences / (world_size × micro_batch)
+  int64_t total_steps = 0;               // ceil(total_tokens / global_batch_tokens)
+  int64_t stop_step = 0;                 // the step the run stops at (≤ total_steps)
+  int64_t global_batch_sequences = 0;    // global_batch_tokens / context
+  int64_t grad_accum_steps = 0;          // global_batch_sequences / (world_size × micro_batch)
   std::vector<int64_t> milestone_steps;  // first step whose tokens reach each milestone
 };
 

@@ -54,23 +54,32 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status FailedPreconditionError(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+inline Status FailedPreconditionError(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
 inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status AbortedError(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
-inline Status ResourceExhaustedError(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
-inline Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status ResourceExhaustedError(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
+inline Status UnimplementedError(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
 inline Status CancelledError(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit, like absl::StatusOr
+  StatusOr(T value) : v_(std::move(value)) {}        // NOLINT: implicit, like absl::StatusOr
   StatusOr(Status status) : v_(std::move(status)) {  // NOLINT
-    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "StatusOr built from an OK status");
+    if (std::get<Status>(v_).ok())
+      v_ = Status(StatusCode::kInternal, "StatusOr built from an OK status");
   }
   bool ok() const { return std::holds_alternative<T>(v_); }
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
@@ -92,10 +101,10 @@ class [[nodiscard]] StatusOr {
 #define RDATTN_STATUS_CONCAT(a, b) RDATTN_STATUS_CONCAT_INNER(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define RDATTN_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    ::rdattn::Status rdattn_status_ = (expr);         \
-    if (!rdattn_status_.ok()) return rdattn_status_;  \
+#define RDATTN_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::rdattn::Status rdattn_status_ = (expr);        \
+    if (!rdattn_status_.ok()) return rdattn_status_; \
   } while (0)
 
 // `RDATTN_ASSIGN_OR_RETURN(auto x, MakeX());` — declares/assigns x or returns the error.

@@ -33,9 +33,12 @@ std::optional<Role> ParseRole(std::string_view s) {
 
 bool Allowed(Role role, ServiceKind service) {
   switch (role) {
-    case Role::kAdmin: return true;
-    case Role::kResearcher: return service == ServiceKind::kSweep;
-    case Role::kWorker: return service == ServiceKind::kWorker;
+    case Role::kAdmin:
+      return true;
+    case Role::kResearcher:
+      return service == ServiceKind::kSweep;
+    case Role::kWorker:
+      return service == ServiceKind::kWorker;
   }
   return false;
 }
@@ -56,9 +59,12 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 
 std::string_view RoleName(Role role) {
   switch (role) {
-    case Role::kResearcher: return "researcher";
-    case Role::kWorker: return "worker";
-    case Role::kAdmin: return "admin";
+    case Role::kResearcher:
+      return "researcher";
+    case Role::kWorker:
+      return "worker";
+    case Role::kAdmin:
+      return "admin";
   }
   return "?";
 }
@@ -140,7 +146,8 @@ StatusOr<Principal> Authenticator::Check(const std::optional<std::string_view>& 
   if (match == nullptr) return Status(StatusCode::kUnauthenticated, "unknown bearer token");
   if (!Allowed(match->role, service)) {
     return Status(StatusCode::kPermissionDenied,
-                  "role " + std::string(RoleName(match->role)) + " (" + match->name + ") may not call " +
+                  "role " + std::string(RoleName(match->role)) + " (" + match->name +
+                      ") may not call " +
                       (service == ServiceKind::kSweep ? "SweepService" : "WorkerService"));
   }
   return Principal{match->role, match->name};

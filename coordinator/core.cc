@@ -173,7 +173,8 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
         break;
       case JobAction::kFinish:
         job.end_us = now;
-        if (t.new_state == JobState::kFailed && job.failure_reason.empty()) job.failure_reason = ctx.reason;
+        if (t.new_state == JobState::kFailed && job.failure_reason.empty())
+          job.failure_reason = ctx.reason;
         break;
     }
   }
@@ -216,11 +217,12 @@ Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& r
   sweep.update_us = now;
   if (IsTerminal(next)) sweep.end_us = now;
   if (next == SweepState::kFailed && sweep.message.empty()) {
-    sweep.message = std::to_string(facts.failed) + " of " + std::to_string(facts.total) +
-                    " jobs FAILED";
+    sweep.message =
+        std::to_string(facts.failed) + " of " + std::to_string(facts.total) + " jobs FAILED";
   }
   RDATTN_RETURN_IF_ERROR(store_->UpdateSweep(sweep));
-  LOG(INFO) << "sweep " << sweep_id << ": " << SweepStateName(from) << " -> " << SweepStateName(next);
+  LOG(INFO) << "sweep " << sweep_id << ": " << SweepStateName(from) << " -> "
+            << SweepStateName(next);
   EventRow row;
   row.sweep_id = sweep_id;
   row.kind = EventKind::kSweepStateChange;
@@ -337,11 +339,12 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
                             store_->FindSweepByRequestId(req.request_id()));
     if (existing) {
       if (!google::protobuf::util::MessageDifferencer::Equals(existing->spec, spec)) {
-        return Status(StatusCode::kAlreadyExists,
-                      "request_id: " + req.request_id() + " was used for a different spec (sweep " +
-                          existing->id + ")");
+        return Status(StatusCode::kAlreadyExists, "request_id: " + req.request_id() +
+                                                      " was used for a different spec (sweep " +
+                                                      existing->id + ")");
       }
-      RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(*existing, /*with_jobs=*/false));
+      RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(),
+                              MakeSweepStatus(*existing, /*with_jobs=*/false));
       resp.set_created(false);
       return resp;
     }
@@ -420,11 +423,13 @@ StatusOr<pb::ListSweepsResponse> Core::ListSweeps(const pb::ListSweepsRequest& r
   filter.owner = req.owner();
   for (int i = 0; i < req.states_size(); ++i) {
     StatusOr<SweepState> st = SweepStateFromProto(req.states(i));
-    if (!st.ok()) return InvalidArgumentError("states[" + std::to_string(i) + "]: not a sweep state");
+    if (!st.ok())
+      return InvalidArgumentError("states[" + std::to_string(i) + "]: not a sweep state");
     filter.states.push_back(*st);
   }
   RDATTN_ASSIGN_OR_RETURN(filter.before_seq, ParsePageToken(req.page_token()));
-  const int page = req.page_size() == 0 ? kDefaultPageSize : std::min(req.page_size(), kMaxPageSize);
+  const int page =
+      req.page_size() == 0 ? kDefaultPageSize : std::min(req.page_size(), kMaxPageSize);
   filter.limit = page + 1;  // one more tells whether there is a next page
 
   absl::MutexLock lock(&mu_);
@@ -433,7 +438,8 @@ StatusOr<pb::ListSweepsResponse> Core::ListSweeps(const pb::ListSweepsRequest& r
   const bool more = static_cast<int>(rows.size()) > page;
   if (more) rows.resize(page);
   for (const SweepRow& r : rows) {
-    RDATTN_ASSIGN_OR_RETURN(*resp.add_sweeps(), MakeSweepStatus(r, req.view() == pb::SWEEP_VIEW_FULL));
+    RDATTN_ASSIGN_OR_RETURN(*resp.add_sweeps(),
+                            MakeSweepStatus(r, req.view() == pb::SWEEP_VIEW_FULL));
   }
   if (more) resp.set_next_page_token(kPageTokenPrefix + std::to_string(rows.back().seq));
   return resp;
@@ -488,16 +494,17 @@ Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
   }
 }
 
-StatusOr<pb::CancelSweepResponse> Core::CancelSweep(const pb::CancelSweepRequest& req,
-                                                    const std::optional<std::string>& required_owner) {
+StatusOr<pb::CancelSweepResponse> Core::CancelSweep(
+    const pb::CancelSweepRequest& req, const std::optional<std::string>& required_owner) {
   if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
   absl::MutexLock lock(&mu_);
   SweepRow sweep;
   Status st = store_->Transaction([&]() -> Status {
     RDATTN_ASSIGN_OR_RETURN(sweep, store_->GetSweep(req.sweep_id()));
     if (required_owner && sweep.owner != *required_owner) {
-      return Status(StatusCode::kPermissionDenied,
-                    "sweep " + sweep.id + " belongs to another owner; researchers cancel only their own");
+      return Status(
+          StatusCode::kPermissionDenied,
+          "sweep " + sweep.id + " belongs to another owner; researchers cancel only their own");
     }
     if (IsTerminal(sweep.state)) {
       return FailedPreconditionError("sweep " + sweep.id + " already ended " +
@@ -546,14 +553,15 @@ StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req)
   for (int i = 0; i < req.formats_size(); ++i) {
     const std::string& f = req.formats(i);
     if (f != "md" && f != "csv" && f != "json") {
-      return InvalidArgumentError("formats[" + std::to_string(i) + "]: expected md, csv or json, got '" +
-                                  f + "'");
+      return InvalidArgumentError("formats[" + std::to_string(i) +
+                                  "]: expected md, csv or json, got '" + f + "'");
     }
     options.formats.insert(f);
   }
   options.omit_files = req.omit_files();
   options.reference_arm = req.reference_arm();
-  options.confidence_level = req.confidence_level() == 0 ? kDefaultConfidenceLevel : req.confidence_level();
+  options.confidence_level =
+      req.confidence_level() == 0 ? kDefaultConfidenceLevel : req.confidence_level();
   options.bootstrap_resamples =
       req.bootstrap_resamples() == 0 ? kDefaultBootstrapResamples : req.bootstrap_resamples();
   // Copy what the report needs under the lock; the statistics and rendering run without it.
@@ -574,8 +582,8 @@ StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req)
   options.now_us = NowMicros();
   if (!req.reference_arm().empty()) {
     const pb::SweepSpec& spec = source.sweep.spec;
-    const bool known = std::find(spec.arms().begin(), spec.arms().end(), req.reference_arm()) !=
-                       spec.arms().end();
+    const bool known =
+        std::find(spec.arms().begin(), spec.arms().end(), req.reference_arm()) != spec.arms().end();
     if (!known) {
       return InvalidArgumentError("reference_arm: '" + req.reference_arm() +
                                   "' is not a main arm of sweep " + source.sweep.id);

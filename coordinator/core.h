@@ -54,8 +54,8 @@ struct CoreOptions {
 class CoreCounters {
  public:
   virtual ~CoreCounters() = default;
-  virtual void LeasesExpired(int n) = 0;       // leases the reaper ended
-  virtual void JobsRetried(int n) = 0;         // attempts that ended unsuccessfully and were requeued
+  virtual void LeasesExpired(int n) = 0;  // leases the reaper ended
+  virtual void JobsRetried(int n) = 0;    // attempts that ended unsuccessfully and were requeued
   virtual void MetricEventsStored(int n) = 0;  // new (not duplicate) metric events stored
 };
 
@@ -123,7 +123,8 @@ class Core {
     int64_t last_seq = 0;  // highest MetricEvent.seq stored for the lease's attempt
   };
   // One message of a ReportProgress stream. A lease that is not held: ABORTED.
-  StatusOr<ProgressResult> RecordProgress(const std::string& lease_id, const pb::MetricEvent& event);
+  StatusOr<ProgressResult> RecordProgress(const std::string& lease_id,
+                                          const pb::MetricEvent& event);
   StatusOr<pb::CompleteJobResponse> CompleteJob(const pb::CompleteJobRequest& req);
 
   // Ends every lease past its expiry (requeue, or FAILED after max_attempts, or CANCELLED
@@ -173,7 +174,7 @@ class Core {
   StatusOr<std::vector<int64_t>> StoredEvalMilestones(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const Clock* clock_;  // never null
+  const Clock* clock_;            // never null
   CoreCounters* const counters_;  // null: metrics off
   const CoreOptions options_;
   int64_t started_us_ = 0;  // clock time at construction (restart grace)
@@ -183,8 +184,8 @@ class Core {
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Waiters re-query the store only when a generation moved (not on every wait slice).
-  uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;   // NotifyWork() calls
-  absl::CondVar work_cv_;    // work_gen_ moved
+  uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;  // NotifyWork() calls
+  absl::CondVar work_cv_;                       // work_gen_ moved
   // The watches of one sweep. An event wakes only its own sweep's watches: one CondVar for all
   // of them made every stored event wake (and re-query) every watch of every sweep.
   struct SweepWatches {
@@ -193,7 +194,7 @@ class Core {
     absl::CondVar cv;  // gen moved, or shutdown
   };
   std::map<std::string, SweepWatches> watches_ ABSL_GUARDED_BY(mu_);  // by sweep id
-  absl::CondVar reaper_cv_;  // shutdown
+  absl::CondVar reaper_cv_;                                           // shutdown
   std::thread reaper_;
 };
 

@@ -14,8 +14,8 @@
 namespace rdattn::coordinator {
 namespace {
 
-constexpr size_t kMaxStderrTailBytes = 64 * 1024;   // stored per attempt
-constexpr size_t kMaxReasonTailBytes = 2 * 1024;    // quoted in failure_reason
+constexpr size_t kMaxStderrTailBytes = 64 * 1024;  // stored per attempt
+constexpr size_t kMaxReasonTailBytes = 2 * 1024;   // quoted in failure_reason
 
 // The last `max` bytes of `s`, marked when cut.
 std::string Tail(const std::string& s, size_t max) {
@@ -25,24 +25,31 @@ std::string Tail(const std::string& s, size_t max) {
 
 std::string OutcomeLabel(pb::JobOutcome outcome) {
   switch (outcome) {
-    case pb::JOB_OUTCOME_SUCCEEDED: return "SUCCEEDED";
-    case pb::JOB_OUTCOME_FAILED: return "FAILED";
-    case pb::JOB_OUTCOME_CANCELLED: return "CANCELLED";
-    case pb::JOB_OUTCOME_PREEMPTED: return "PREEMPTED";
-    default: return "UNSPECIFIED";
+    case pb::JOB_OUTCOME_SUCCEEDED:
+      return "SUCCEEDED";
+    case pb::JOB_OUTCOME_FAILED:
+      return "FAILED";
+    case pb::JOB_OUTCOME_CANCELLED:
+      return "CANCELLED";
+    case pb::JOB_OUTCOME_PREEMPTED:
+      return "PREEMPTED";
+    default:
+      return "UNSPECIFIED";
   }
 }
 
 // "attempt 2 on worker wk-1 failed: exit code 1: <message>; stderr tail:\n..."
 std::string FailureReason(const JobRow& job, const pb::CompleteJobRequest& req) {
-  std::string r = "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id + " failed: ";
+  std::string r =
+      "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id + " failed: ";
   if (req.term_signal() != 0) {
     r += "killed by signal " + std::to_string(req.term_signal());
   } else {
     r += "exit code " + std::to_string(req.exit_code());
   }
   if (!req.message().empty()) r += ": " + req.message();
-  if (!req.stderr_tail().empty()) r += "; stderr tail:\n" + Tail(req.stderr_tail(), kMaxReasonTailBytes);
+  if (!req.stderr_tail().empty())
+    r += "; stderr tail:\n" + Tail(req.stderr_tail(), kMaxReasonTailBytes);
   return r;
 }
 
@@ -83,7 +90,8 @@ StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWork
   return resp;
 }
 
-StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& worker, int free_slots) {
+StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& worker,
+                                                             int free_slots) {
   std::optional<pb::LeaseJobResponse> out;
   Status st = store_->Transaction([&]() -> Status {
     const int64_t now = NowMicros();
@@ -92,8 +100,9 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     if (pending.empty()) return Status::Ok();
     ClusterView cluster;
     RDATTN_ASSIGN_OR_RETURN(cluster.group_kinds, store_->PendingGroupKinds());
-    RDATTN_ASSIGN_OR_RETURN(cluster.live_workers,
-                            store_->LiveWorkersByKind(now - absl::ToInt64Microseconds(WorkerLiveness())));
+    RDATTN_ASSIGN_OR_RETURN(
+        cluster.live_workers,
+        store_->LiveWorkersByKind(now - absl::ToInt64Microseconds(WorkerLiveness())));
     WorkerOffer offer;
     offer.free_slots = free_slots;
     offer.kind = worker.kind;
@@ -131,7 +140,8 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
 
   absl::MutexLock lock(&mu_);
   RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker, store_->GetWorker(req.worker_id()));
-  if (!worker) return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
+  if (!worker)
+    return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
   bool first = true;
   uint64_t seen_gen = 0;
   while (true) {
@@ -154,7 +164,8 @@ StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req)
   if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
   absl::MutexLock lock(&mu_);
   RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker, store_->GetWorker(req.worker_id()));
-  if (!worker) return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
+  if (!worker)
+    return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
   pb::HeartbeatResponse resp;
   const absl::Duration grace = std::min(options_.cancel_grace, options_.lease_ttl / 2);
   Status st = store_->Transaction([&]() -> Status {
@@ -200,7 +211,8 @@ StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req)
   RDATTN_RETURN_IF_ERROR(st);
   SetDuration(options_.heartbeat_interval, resp.mutable_heartbeat_interval());
   VLOG(2) << "heartbeat from " << worker->id << ": " << req.leases_size() << " leases, "
-          << resp.lost_lease_ids_size() << " lost, " << resp.cancel_orders_size() << " cancel orders";
+          << resp.lost_lease_ids_size() << " lost, " << resp.cancel_orders_size()
+          << " cancel orders";
   return resp;
 }
 
@@ -215,7 +227,8 @@ StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
     if (!found) return LeaseNotHeld(lease_id);
     JobRow& job = *found;
     if (!event.job_id().empty() && event.job_id() != job.id) {
-      return InvalidArgumentError("event.job_id: " + event.job_id() + " is not the lease's job " + job.id);
+      return InvalidArgumentError("event.job_id: " + event.job_id() + " is not the lease's job " +
+                                  job.id);
     }
     if (event.attempt() != 0 && event.attempt() != job.attempts) {
       return InvalidArgumentError("event.attempt: " + std::to_string(event.attempt()) +
@@ -258,7 +271,8 @@ StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
         default:
           break;
       }
-      if (event.kind() != pb::MetricEvent::KIND_FAILED && event.kind() != pb::MetricEvent::KIND_UNSPECIFIED) {
+      if (event.kind() != pb::MetricEvent::KIND_FAILED &&
+          event.kind() != pb::MetricEvent::KIND_UNSPECIFIED) {
         job.step = event.step();
         job.tokens = event.tokens();
       }
@@ -277,11 +291,20 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
   if (req.lease_id().empty()) return InvalidArgumentError("lease_id: required");
   JobEvent event;
   switch (req.outcome()) {
-    case pb::JOB_OUTCOME_SUCCEEDED: event = JobEvent::kCompleteSucceeded; break;
-    case pb::JOB_OUTCOME_FAILED: event = JobEvent::kCompleteFailed; break;
-    case pb::JOB_OUTCOME_CANCELLED: event = JobEvent::kCompleteCancelled; break;
-    case pb::JOB_OUTCOME_PREEMPTED: event = JobEvent::kCompletePreempted; break;
-    default: return InvalidArgumentError("outcome: must be SUCCEEDED, FAILED, CANCELLED or PREEMPTED");
+    case pb::JOB_OUTCOME_SUCCEEDED:
+      event = JobEvent::kCompleteSucceeded;
+      break;
+    case pb::JOB_OUTCOME_FAILED:
+      event = JobEvent::kCompleteFailed;
+      break;
+    case pb::JOB_OUTCOME_CANCELLED:
+      event = JobEvent::kCompleteCancelled;
+      break;
+    case pb::JOB_OUTCOME_PREEMPTED:
+      event = JobEvent::kCompletePreempted;
+      break;
+    default:
+      return InvalidArgumentError("outcome: must be SUCCEEDED, FAILED, CANCELLED or PREEMPTED");
   }
   absl::MutexLock lock(&mu_);
   pb::CompleteJobResponse resp;
@@ -322,10 +345,15 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
         }
         break;
       case JobEvent::kCompletePreempted:
-        ctx.reason = "attempt " + std::to_string(job.attempts) + " preempted on worker " + job.worker_id;
+        ctx.reason =
+            "attempt " + std::to_string(job.attempts) + " preempted on worker " + job.worker_id;
         break;
-      case JobEvent::kCompleteCancelled: ctx.reason = "stopped on a cancel order"; break;
-      default: ctx.reason = "completed on worker " + job.worker_id; break;
+      case JobEvent::kCompleteCancelled:
+        ctx.reason = "stopped on a cancel order";
+        break;
+      default:
+        ctx.reason = "completed on worker " + job.worker_id;
+        break;
     }
     RDATTN_ASSIGN_OR_RETURN(JobState next, ApplyJobEvent(job, event, ctx));
     resp.set_job_state(ToProto(next));
@@ -358,7 +386,8 @@ StatusOr<std::string> Core::MissingResults(const JobRow& job) {
     for (int64_t m : ExpectedMilestones(run)) {
       if (have.count(m) == 0) lacking += (lacking.empty() ? "" : ", ") + std::to_string(m);
     }
-    if (!lacking.empty()) missing = "the val NLL of milestone(s) " + lacking + " (tokens) is not stored";
+    if (!lacking.empty())
+      missing = "the val NLL of milestone(s) " + lacking + " (tokens) is not stored";
   }
   if (run.data().test_shards_size() > 0) {
     RDATTN_ASSIGN_OR_RETURN(std::vector<EventRow> finished,
@@ -366,7 +395,8 @@ StatusOr<std::string> Core::MissingResults(const JobRow& job) {
     const bool have_test = std::any_of(finished.begin(), finished.end(), [](const EventRow& e) {
       return e.event.metric_event().eval_tokens() > 0;
     });
-    if (!have_test) missing += std::string(missing.empty() ? "" : "; ") + "the test NLL is not stored";
+    if (!have_test)
+      missing += std::string(missing.empty() ? "" : "; ") + "the test NLL is not stored";
   }
   return missing;
 }

@@ -61,7 +61,8 @@ StatusOr<TransitionResult> FromHeld(JobState state, JobEvent event, const Transi
 
 }  // namespace
 
-StatusOr<TransitionResult> Transition(JobState state, JobEvent event, const TransitionInput& input) {
+StatusOr<TransitionResult> Transition(JobState state, JobEvent event,
+                                      const TransitionInput& input) {
   switch (state) {
     case JobState::kPending:
       return FromPending(event);
@@ -83,39 +84,60 @@ bool IsTerminal(JobState state) {
 
 std::string_view JobStateName(JobState state) {
   switch (state) {
-    case JobState::kPending: return "PENDING";
-    case JobState::kLeased: return "LEASED";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
-    case JobState::kCancelled: return "CANCELLED";
+    case JobState::kPending:
+      return "PENDING";
+    case JobState::kLeased:
+      return "LEASED";
+    case JobState::kRunning:
+      return "RUNNING";
+    case JobState::kSucceeded:
+      return "SUCCEEDED";
+    case JobState::kFailed:
+      return "FAILED";
+    case JobState::kCancelled:
+      return "CANCELLED";
   }
   return "?";
 }
 
 std::string_view JobEventName(JobEvent event) {
   switch (event) {
-    case JobEvent::kLease: return "Lease";
-    case JobEvent::kStart: return "Start";
-    case JobEvent::kCompleteSucceeded: return "CompleteSucceeded";
-    case JobEvent::kCompleteFailed: return "CompleteFailed";
-    case JobEvent::kCompleteCancelled: return "CompleteCancelled";
-    case JobEvent::kCompletePreempted: return "CompletePreempted";
-    case JobEvent::kLeaseExpired: return "LeaseExpired";
-    case JobEvent::kCancel: return "Cancel";
+    case JobEvent::kLease:
+      return "Lease";
+    case JobEvent::kStart:
+      return "Start";
+    case JobEvent::kCompleteSucceeded:
+      return "CompleteSucceeded";
+    case JobEvent::kCompleteFailed:
+      return "CompleteFailed";
+    case JobEvent::kCompleteCancelled:
+      return "CompleteCancelled";
+    case JobEvent::kCompletePreempted:
+      return "CompletePreempted";
+    case JobEvent::kLeaseExpired:
+      return "LeaseExpired";
+    case JobEvent::kCancel:
+      return "Cancel";
   }
   return "?";
 }
 
 std::string_view JobActionName(JobAction action) {
   switch (action) {
-    case JobAction::kOpenAttempt: return "OpenAttempt";
-    case JobAction::kMarkStarted: return "MarkStarted";
-    case JobAction::kCloseAttempt: return "CloseAttempt";
-    case JobAction::kRefundAttempt: return "RefundAttempt";
-    case JobAction::kRecordFailure: return "RecordFailure";
-    case JobAction::kRequestCancel: return "RequestCancel";
-    case JobAction::kFinish: return "Finish";
+    case JobAction::kOpenAttempt:
+      return "OpenAttempt";
+    case JobAction::kMarkStarted:
+      return "MarkStarted";
+    case JobAction::kCloseAttempt:
+      return "CloseAttempt";
+    case JobAction::kRefundAttempt:
+      return "RefundAttempt";
+    case JobAction::kRecordFailure:
+      return "RecordFailure";
+    case JobAction::kRequestCancel:
+      return "RequestCancel";
+    case JobAction::kFinish:
+      return "Finish";
   }
   return "?";
 }
@@ -140,11 +162,16 @@ bool IsTerminal(SweepState state) {
 
 std::string_view SweepStateName(SweepState state) {
   switch (state) {
-    case SweepState::kPending: return "PENDING";
-    case SweepState::kRunning: return "RUNNING";
-    case SweepState::kSucceeded: return "SUCCEEDED";
-    case SweepState::kFailed: return "FAILED";
-    case SweepState::kCancelled: return "CANCELLED";
+    case SweepState::kPending:
+      return "PENDING";
+    case SweepState::kRunning:
+      return "RUNNING";
+    case SweepState::kSucceeded:
+      return "SUCCEEDED";
+    case SweepState::kFailed:
+      return "FAILED";
+    case SweepState::kCancelled:
+      return "CANCELLED";
   }
   return "?";
 }

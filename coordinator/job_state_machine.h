@@ -12,9 +12,9 @@
 namespace rdattn::coordinator {
 
 enum class JobState { kPending, kLeased, kRunning, kSucceeded, kFailed, kCancelled };
-inline constexpr JobState kAllJobStates[] = {JobState::kPending,   JobState::kLeased,
-                                             JobState::kRunning,   JobState::kSucceeded,
-                                             JobState::kFailed,    JobState::kCancelled};
+inline constexpr JobState kAllJobStates[] = {JobState::kPending, JobState::kLeased,
+                                             JobState::kRunning, JobState::kSucceeded,
+                                             JobState::kFailed,  JobState::kCancelled};
 
 enum class JobEvent {
   kLease,              // the scheduler gave the job to a worker (LeaseJob)
@@ -26,21 +26,24 @@ enum class JobEvent {
   kLeaseExpired,       // the reaper found the lease past its expiry
   kCancel,             // CancelSweep
 };
-inline constexpr JobEvent kAllJobEvents[] = {
-    JobEvent::kLease,          JobEvent::kStart,
-    JobEvent::kCompleteSucceeded, JobEvent::kCompleteFailed,
-    JobEvent::kCompleteCancelled, JobEvent::kCompletePreempted,
-    JobEvent::kLeaseExpired,   JobEvent::kCancel};
+inline constexpr JobEvent kAllJobEvents[] = {JobEvent::kLease,
+                                             JobEvent::kStart,
+                                             JobEvent::kCompleteSucceeded,
+                                             JobEvent::kCompleteFailed,
+                                             JobEvent::kCompleteCancelled,
+                                             JobEvent::kCompletePreempted,
+                                             JobEvent::kLeaseExpired,
+                                             JobEvent::kCancel};
 
 // What the store must do besides writing the new state.
 enum class JobAction {
-  kOpenAttempt,      // attempts + 1, new lease id and expiry, an attempts row
-  kMarkStarted,      // start time of the attempt (and of the job, the first time)
-  kCloseAttempt,     // end the attempts row with its outcome; clear the lease
-  kRefundAttempt,    // the closed attempt does not count against max_attempts (preemption)
-  kRecordFailure,    // set failure_reason from the attempt's exit status / expiry
-  kRequestCancel,    // remember the cancel; heartbeats carry a cancel order for the lease
-  kFinish,           // the job reached a terminal state: end time
+  kOpenAttempt,    // attempts + 1, new lease id and expiry, an attempts row
+  kMarkStarted,    // start time of the attempt (and of the job, the first time)
+  kCloseAttempt,   // end the attempts row with its outcome; clear the lease
+  kRefundAttempt,  // the closed attempt does not count against max_attempts (preemption)
+  kRecordFailure,  // set failure_reason from the attempt's exit status / expiry
+  kRequestCancel,  // remember the cancel; heartbeats carry a cancel order for the lease
+  kFinish,         // the job reached a terminal state: end time
 };
 
 struct TransitionInput {
@@ -93,7 +96,7 @@ struct SweepFacts {
   int succeeded = 0;
   int failed = 0;
   int cancelled = 0;
-  bool any_started = false;      // some job has had at least one attempt
+  bool any_started = false;       // some job has had at least one attempt
   bool cancel_requested = false;  // CancelSweep was called
 };
 

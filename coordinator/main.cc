@@ -22,28 +22,32 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/auth.h"
 #include "common/flag_spelling.h"
+#include "coordinator/auth.h"
 #include "coordinator/clock.h"
 #include "coordinator/core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/service.h"
 #include "coordinator/store.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "host:port to serve on; port 0 picks a free port");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "host:port to serve on; port 0 picks a free port");
 ABSL_FLAG(std::string, db, "rdattn.db", "SQLite database file (created if missing; WAL mode)");
 ABSL_FLAG(int, lease_seconds, 60, "lease lifetime without a heartbeat renewal");
 ABSL_FLAG(int, heartbeat_seconds, 10, "heartbeat interval told to workers");
-ABSL_FLAG(int, restart_grace_seconds, -1,
-          "after start, no lease expires for this long (workers reconnect first); -1: --lease-seconds");
+ABSL_FLAG(
+    int, restart_grace_seconds, -1,
+    "after start, no lease expires for this long (workers reconnect first); -1: --lease-seconds");
 ABSL_FLAG(int, max_attempts, 3, "attempts per job for sweeps that leave max_attempts at 0");
 ABSL_FLAG(std::string, tokens_file, "",
           "bearer tokens, lines 'TOKEN ROLE NAME' (roles researcher|worker|admin); "
           "empty: authentication OFF");
-ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (TLS when given with --tls-key)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM server certificate chain (TLS when given with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
-ABSL_FLAG(int, max_message_bytes, 4 << 20,
-          "largest request message accepted, in bytes; a bigger one is refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(
+    int, max_message_bytes, 4 << 20,
+    "largest request message accepted, in bytes; a bigger one is refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, shutdown_grace_seconds, 5, "on SIGTERM/SIGINT: time in-flight calls get to finish");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on at /metrics; port 0 picks a free port; "
@@ -92,10 +96,12 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::SetProgramUsageMessage("rdattn-coordinator --listen HOST:PORT --db FILE [--tokens-file FILE]");
+  absl::SetProgramUsageMessage(
+      "rdattn-coordinator --listen HOST:PORT --db FILE [--tokens-file FILE]");
   FlagSpelling args(argc, argv);
   const std::vector<char*> rest = absl::ParseCommandLine(args.argc(), args.argv());
-  if (rest.size() > 1) return Fail(InvalidArgumentError(std::string("unexpected argument: ") + rest[1]));
+  if (rest.size() > 1)
+    return Fail(InvalidArgumentError(std::string("unexpected argument: ") + rest[1]));
 
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -108,9 +114,11 @@ int main(int argc, char** argv) {
     LOG(WARNING) << "--heartbeat-seconds " << heartbeat_s << " >= --lease-seconds " << lease_s
                  << ": leases will expire between heartbeats";
   }
-  if (absl::GetFlag(FLAGS_max_attempts) <= 0) return Fail(InvalidArgumentError("--max-attempts: must be > 0"));
+  if (absl::GetFlag(FLAGS_max_attempts) <= 0)
+    return Fail(InvalidArgumentError("--max-attempts: must be > 0"));
   const int metrics_retention_s = absl::GetFlag(FLAGS_metrics_retention);
-  if (metrics_retention_s < 0) return Fail(InvalidArgumentError("--metrics-retention: must be >= 0"));
+  if (metrics_retention_s < 0)
+    return Fail(InvalidArgumentError("--metrics-retention: must be >= 0"));
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (absl::GetFlag(FLAGS_max_message_bytes) < 1024) {
     return Fail(InvalidArgumentError("--max-message-bytes: must be >= 1024"));
@@ -146,7 +154,9 @@ int main(int argc, char** argv) {
   options.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.reap_interval = std::min(absl::Seconds(1), options.lease_ttl / 4);
   const int grace_s = absl::GetFlag(FLAGS_restart_grace_seconds);
-  if (grace_s < -1) return Fail(InvalidArgumentError("--restart-grace-seconds: must be >= 0 (or -1: the lease time)"));
+  if (grace_s < -1)
+    return Fail(
+        InvalidArgumentError("--restart-grace-seconds: must be >= 0 (or -1: the lease time)"));
   options.restart_grace = grace_s < 0 ? options.lease_ttl : absl::Seconds(grace_s);
   Core core(std::move(*store), &clock, options, metrics.get());
   core.StartReaper();
@@ -155,8 +165,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<MetricsExposer> exposer;
   if (metrics) {
     StatusOr<std::unique_ptr<MetricsExposer>> started = MetricsExposer::Start(
-        metrics_listen,
-        {metrics->registry(), std::make_shared<StateCollector>(&core, absl::Seconds(metrics_retention_s))});
+        metrics_listen, {metrics->registry(), std::make_shared<StateCollector>(
+                                                  &core, absl::Seconds(metrics_retention_s))});
     if (!started.ok()) return Fail(started.status());
     exposer = std::move(*started);
   }

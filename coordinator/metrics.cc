@@ -25,7 +25,8 @@ std::set<std::string, std::less<>> KnownMethods() {
   std::set<std::string, std::less<>> out = {"/grpc.health.v1.Health/Check",
                                             "/grpc.health.v1.Health/Watch"};
   const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
-  for (const char* service : {pb::SweepService::service_full_name(), pb::WorkerService::service_full_name()}) {
+  for (const char* service :
+       {pb::SweepService::service_full_name(), pb::WorkerService::service_full_name()}) {
     const google::protobuf::ServiceDescriptor* d = pool->FindServiceByName(service);
     CHECK(d != nullptr) << "no descriptor for " << service;
     for (int i = 0; i < d->method_count(); ++i) {
@@ -46,8 +47,8 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (!recorded_ &&
-        methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+    if (!recorded_ && methods->QueryInterceptionHookPoint(
+                          grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
       Record(methods->GetSendStatus().error_code());
     }
     methods->Proceed();
@@ -66,10 +67,12 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   bool recorded_ = false;
 };
 
-class MetricsInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+class MetricsInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit MetricsInterceptorFactory(CoordinatorMetrics* metrics) : metrics_(metrics) {}
-  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
     return new MetricsInterceptor(metrics_, info->method() != nullptr ? info->method() : "");
   }
 
@@ -77,14 +80,17 @@ class MetricsInterceptorFactory final : public grpc::experimental::ServerInterce
   CoordinatorMetrics* metrics_;
 };
 
-constexpr std::string_view kJobStates[] = {"pending", "leased", "running", "succeeded", "failed", "cancelled"};
+constexpr std::string_view kJobStates[] = {"pending",   "leased", "running",
+                                           "succeeded", "failed", "cancelled"};
 static_assert(std::size(kJobStates) == std::size(kAllJobStates));
-constexpr SweepState kAllSweepStates[] = {SweepState::kPending, SweepState::kRunning, SweepState::kSucceeded,
-                                          SweepState::kFailed, SweepState::kCancelled};
+constexpr SweepState kAllSweepStates[] = {SweepState::kPending, SweepState::kRunning,
+                                          SweepState::kSucceeded, SweepState::kFailed,
+                                          SweepState::kCancelled};
 
 std::string Lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return out;
 }
 
@@ -114,16 +120,18 @@ int64_t CountOf(const std::map<State, int64_t>& counts, State state) {
 
 CoordinatorMetrics::CoordinatorMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
-      lease_expiries_(prometheus::BuildCounter()
-                          .Name("rdattn_lease_expiries_total")
-                          .Help("Leases that expired without a heartbeat (the job was requeued or failed).")
-                          .Register(*registry_)
-                          .Add({})),
-      job_retries_(prometheus::BuildCounter()
-                       .Name("rdattn_job_retries_total")
-                       .Help("Attempts that ended without success and were requeued for another attempt.")
-                       .Register(*registry_)
-                       .Add({})),
+      lease_expiries_(
+          prometheus::BuildCounter()
+              .Name("rdattn_lease_expiries_total")
+              .Help("Leases that expired without a heartbeat (the job was requeued or failed).")
+              .Register(*registry_)
+              .Add({})),
+      job_retries_(
+          prometheus::BuildCounter()
+              .Name("rdattn_job_retries_total")
+              .Help("Attempts that ended without success and were requeued for another attempt.")
+              .Register(*registry_)
+              .Add({})),
       metric_events_stored_(prometheus::BuildCounter()
                                 .Name("rdattn_metric_events_stored_total")
                                 .Help("Metric events stored from workers.")
@@ -143,7 +151,8 @@ void CoordinatorMetrics::LeasesExpired(int n) { lease_expiries_.Increment(n); }
 void CoordinatorMetrics::JobsRetried(int n) { job_retries_.Increment(n); }
 void CoordinatorMetrics::MetricEventsStored(int n) { metric_events_stored_.Increment(n); }
 
-void CoordinatorMetrics::RecordRpc(std::string_view full_method, grpc::StatusCode code, double seconds) {
+void CoordinatorMetrics::RecordRpc(std::string_view full_method, grpc::StatusCode code,
+                                   double seconds) {
   std::string method = "unknown";
   if (known_methods_.find(full_method) != known_methods_.end()) {
     method = std::string(full_method.substr(full_method.rfind('/') + 1));
@@ -153,30 +162,49 @@ void CoordinatorMetrics::RecordRpc(std::string_view full_method, grpc::StatusCod
   grpc_duration_.Add({{"method", method}}, *kBuckets).Observe(seconds);
 }
 
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> CoordinatorMetrics::NewInterceptorFactory() {
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+CoordinatorMetrics::NewInterceptorFactory() {
   return std::make_unique<MetricsInterceptorFactory>(this);
 }
 
 std::string_view GrpcCodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -200,21 +228,23 @@ std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
   }
   prometheus::MetricFamily sweeps = Gauges("rdattn_sweeps", "Sweeps in the store by state.");
   for (SweepState s : kAllSweepStates) {
-    AddGauge(sweeps, {{"state", Lower(SweepStateName(s))}}, static_cast<double>(CountOf(counts->sweeps, s)));
+    AddGauge(sweeps, {{"state", Lower(SweepStateName(s))}},
+             static_cast<double>(CountOf(counts->sweeps, s)));
   }
-  prometheus::MetricFamily sweep_jobs = Gauges(
-      "rdattn_sweep_jobs",
-      "Jobs of one sweep by state (kept for --metrics-retention after the sweep ends).");
+  prometheus::MetricFamily sweep_jobs =
+      Gauges("rdattn_sweep_jobs",
+             "Jobs of one sweep by state (kept for --metrics-retention after the sweep ends).");
   for (const auto& [sweep_id, by_state] : counts->sweep_jobs) {
     for (size_t i = 0; i < std::size(kAllJobStates); ++i) {
       AddGauge(sweep_jobs, {{"sweep", sweep_id}, {"state", std::string(kJobStates[i])}},
                static_cast<double>(CountOf(by_state, kAllJobStates[i])));
     }
   }
-  prometheus::MetricFamily slots = Gauges(
-      "rdattn_worker_slots", "Rank slots of each live registered worker, as its heartbeats report them.");
-  prometheus::MetricFamily workers = Gauges(
-      "rdattn_workers", "Registered workers: alive = heartbeat within the lease time.");
+  prometheus::MetricFamily slots =
+      Gauges("rdattn_worker_slots",
+             "Rank slots of each live registered worker, as its heartbeats report them.");
+  prometheus::MetricFamily workers =
+      Gauges("rdattn_workers", "Registered workers: alive = heartbeat within the lease time.");
   int64_t alive = 0;
   for (const StateCounts::Worker& w : counts->workers) {
     if (!w.alive) continue;
@@ -234,11 +264,13 @@ std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
   return out;
 }
 
-std::string SerializeMetrics(const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
+std::string SerializeMetrics(
+    const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
   std::vector<prometheus::MetricFamily> families;
   for (const auto& c : collectables) {
     std::vector<prometheus::MetricFamily> f = c->Collect();
-    families.insert(families.end(), std::make_move_iterator(f.begin()), std::make_move_iterator(f.end()));
+    families.insert(families.end(), std::make_move_iterator(f.begin()),
+                    std::make_move_iterator(f.end()));
   }
   return prometheus::TextSerializer().Serialize(families);
 }
@@ -248,10 +280,12 @@ StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
   const size_t colon = listen.rfind(':');
   const std::string port_text = colon == std::string::npos ? "" : listen.substr(colon + 1);
   const bool port_ok = !port_text.empty() && port_text.size() <= 5 &&
-                       std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                       std::all_of(port_text.begin(), port_text.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; }) &&
                        std::stoi(port_text) <= 65535;
   if (colon == std::string::npos || colon == 0 || !port_ok) {
-    return InvalidArgumentError("--metrics-listen: '" + listen + "' is not HOST:PORT (port 0-65535)");
+    return InvalidArgumentError("--metrics-listen: '" + listen +
+                                "' is not HOST:PORT (port 0-65535)");
   }
   std::unique_ptr<MetricsExposer> out(new MetricsExposer());
   out->host_ = listen.substr(0, colon);
@@ -259,11 +293,13 @@ StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
   try {
     out->exposer_ = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/2);
   } catch (const std::exception& e) {
-    return UnavailableError("--metrics-listen: cannot serve metrics on " + listen + ": " + e.what());
+    return UnavailableError("--metrics-listen: cannot serve metrics on " + listen + ": " +
+                            e.what());
   }
   const std::vector<int> ports = out->exposer_->GetListeningPorts();
   if (ports.empty() || ports.front() <= 0) {
-    return UnavailableError("--metrics-listen: cannot serve metrics on " + listen + ": no port bound");
+    return UnavailableError("--metrics-listen: cannot serve metrics on " + listen +
+                            ": no port bound");
   }
   out->port_ = ports.front();
   for (const auto& c : out->collectables_) out->exposer_->RegisterCollectable(c);

@@ -87,7 +87,8 @@ class StateCollector final : public prometheus::Collectable {
 };
 
 // The text exposition format (0.0.4) of every family of `collectables`, in order.
-std::string SerializeMetrics(const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables);
+std::string SerializeMetrics(
+    const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables);
 
 // An HTTP server answering GET /metrics with `collectables` (held weakly by the exposer, strongly
 // here).
@@ -96,7 +97,8 @@ class MetricsExposer {
   // `listen` is HOST:PORT (port 0 picks a free one). A malformed address is INVALID_ARGUMENT,
   // one that cannot be bound UNAVAILABLE; both messages name --metrics-listen.
   static StatusOr<std::unique_ptr<MetricsExposer>> Start(
-      const std::string& listen, std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
+      const std::string& listen,
+      std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
 
   int port() const { return port_; }  // the bound port
   // "http://HOST:PORT/metrics" with the bound port.

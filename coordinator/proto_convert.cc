@@ -7,66 +7,96 @@ namespace rdattn::coordinator {
 
 pb::JobState ToProto(JobState state) {
   switch (state) {
-    case JobState::kPending: return pb::JOB_STATE_PENDING;
-    case JobState::kLeased: return pb::JOB_STATE_LEASED;
-    case JobState::kRunning: return pb::JOB_STATE_RUNNING;
-    case JobState::kSucceeded: return pb::JOB_STATE_SUCCEEDED;
-    case JobState::kFailed: return pb::JOB_STATE_FAILED;
-    case JobState::kCancelled: return pb::JOB_STATE_CANCELLED;
+    case JobState::kPending:
+      return pb::JOB_STATE_PENDING;
+    case JobState::kLeased:
+      return pb::JOB_STATE_LEASED;
+    case JobState::kRunning:
+      return pb::JOB_STATE_RUNNING;
+    case JobState::kSucceeded:
+      return pb::JOB_STATE_SUCCEEDED;
+    case JobState::kFailed:
+      return pb::JOB_STATE_FAILED;
+    case JobState::kCancelled:
+      return pb::JOB_STATE_CANCELLED;
   }
   return pb::JOB_STATE_UNSPECIFIED;
 }
 
 StatusOr<JobState> JobStateFromProto(int state) {
   switch (state) {
-    case pb::JOB_STATE_PENDING: return JobState::kPending;
-    case pb::JOB_STATE_LEASED: return JobState::kLeased;
-    case pb::JOB_STATE_RUNNING: return JobState::kRunning;
-    case pb::JOB_STATE_SUCCEEDED: return JobState::kSucceeded;
-    case pb::JOB_STATE_FAILED: return JobState::kFailed;
-    case pb::JOB_STATE_CANCELLED: return JobState::kCancelled;
-    default: break;
+    case pb::JOB_STATE_PENDING:
+      return JobState::kPending;
+    case pb::JOB_STATE_LEASED:
+      return JobState::kLeased;
+    case pb::JOB_STATE_RUNNING:
+      return JobState::kRunning;
+    case pb::JOB_STATE_SUCCEEDED:
+      return JobState::kSucceeded;
+    case pb::JOB_STATE_FAILED:
+      return JobState::kFailed;
+    case pb::JOB_STATE_CANCELLED:
+      return JobState::kCancelled;
+    default:
+      break;
   }
   return InvalidArgumentError("unknown job state " + std::to_string(state));
 }
 
 pb::SweepState ToProto(SweepState state) {
   switch (state) {
-    case SweepState::kPending: return pb::SWEEP_STATE_PENDING;
-    case SweepState::kRunning: return pb::SWEEP_STATE_RUNNING;
-    case SweepState::kSucceeded: return pb::SWEEP_STATE_SUCCEEDED;
-    case SweepState::kFailed: return pb::SWEEP_STATE_FAILED;
-    case SweepState::kCancelled: return pb::SWEEP_STATE_CANCELLED;
+    case SweepState::kPending:
+      return pb::SWEEP_STATE_PENDING;
+    case SweepState::kRunning:
+      return pb::SWEEP_STATE_RUNNING;
+    case SweepState::kSucceeded:
+      return pb::SWEEP_STATE_SUCCEEDED;
+    case SweepState::kFailed:
+      return pb::SWEEP_STATE_FAILED;
+    case SweepState::kCancelled:
+      return pb::SWEEP_STATE_CANCELLED;
   }
   return pb::SWEEP_STATE_UNSPECIFIED;
 }
 
 StatusOr<SweepState> SweepStateFromProto(int state) {
   switch (state) {
-    case pb::SWEEP_STATE_PENDING: return SweepState::kPending;
-    case pb::SWEEP_STATE_RUNNING: return SweepState::kRunning;
-    case pb::SWEEP_STATE_SUCCEEDED: return SweepState::kSucceeded;
-    case pb::SWEEP_STATE_FAILED: return SweepState::kFailed;
-    case pb::SWEEP_STATE_CANCELLED: return SweepState::kCancelled;
-    default: break;
+    case pb::SWEEP_STATE_PENDING:
+      return SweepState::kPending;
+    case pb::SWEEP_STATE_RUNNING:
+      return SweepState::kRunning;
+    case pb::SWEEP_STATE_SUCCEEDED:
+      return SweepState::kSucceeded;
+    case pb::SWEEP_STATE_FAILED:
+      return SweepState::kFailed;
+    case pb::SWEEP_STATE_CANCELLED:
+      return SweepState::kCancelled;
+    default:
+      break;
   }
   return InvalidArgumentError("unknown sweep state " + std::to_string(state));
 }
 
 pb::HardwareKind ToProto(HardwareKind kind) {
   switch (kind) {
-    case HardwareKind::kAny: return pb::HARDWARE_KIND_UNSPECIFIED;
-    case HardwareKind::kCpu: return pb::HARDWARE_KIND_CPU;
-    case HardwareKind::kGpu: return pb::HARDWARE_KIND_GPU;
+    case HardwareKind::kAny:
+      return pb::HARDWARE_KIND_UNSPECIFIED;
+    case HardwareKind::kCpu:
+      return pb::HARDWARE_KIND_CPU;
+    case HardwareKind::kGpu:
+      return pb::HARDWARE_KIND_GPU;
   }
   return pb::HARDWARE_KIND_UNSPECIFIED;
 }
 
 HardwareKind HardwareKindFromProto(int kind) {
   switch (kind) {
-    case pb::HARDWARE_KIND_CPU: return HardwareKind::kCpu;
-    case pb::HARDWARE_KIND_GPU: return HardwareKind::kGpu;
-    default: return HardwareKind::kAny;
+    case pb::HARDWARE_KIND_CPU:
+      return HardwareKind::kCpu;
+    case pb::HARDWARE_KIND_GPU:
+      return HardwareKind::kGpu;
+    default:
+      return HardwareKind::kAny;
   }
 }
 

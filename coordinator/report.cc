@@ -29,9 +29,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::string HardwareKindLabel(HardwareKind kind) {
   switch (kind) {
-    case HardwareKind::kCpu: return "CPU";
-    case HardwareKind::kGpu: return "GPU";
-    case HardwareKind::kAny: break;
+    case HardwareKind::kCpu:
+      return "CPU";
+    case HardwareKind::kGpu:
+      return "GPU";
+    case HardwareKind::kAny:
+      break;
   }
   return "";
 }
@@ -400,8 +403,8 @@ stats::ReportInput MakeStatsInput(const ReportSource& source, const std::string&
     r.control_parent_arm = job.spec.control_parent_arm();
     if (!r.control_parent_arm.empty()) {
       auto it = control_stop.find(r.arm);
-      r.control_stop_tokens = it != control_stop.end() ? it->second
-                                                       : job.spec.run().schedule().stop_at_tokens();
+      r.control_stop_tokens =
+          it != control_stop.end() ? it->second : job.spec.run().schedule().stop_at_tokens();
     }
     r.hardware_kind = HardwareKindLabel(job.worker_kind);
     auto e = events.find(job.id);
@@ -413,7 +416,8 @@ stats::ReportInput MakeStatsInput(const ReportSource& source, const std::string&
       // memory and its hardware kind (from its INIT event; else the job's last worker's).
       int attempt = -1;
       if (!j.tokens_per_second.empty()) attempt = j.tokens_per_second.rbegin()->first;
-      if (attempt < 0 && !j.peak_memory_bytes.empty()) attempt = j.peak_memory_bytes.rbegin()->first;
+      if (attempt < 0 && !j.peak_memory_bytes.empty())
+        attempt = j.peak_memory_bytes.rbegin()->first;
       if (attempt >= 0) {
         auto tps = j.tokens_per_second.find(attempt);
         if (tps != j.tokens_per_second.end()) r.tokens_per_second = Median(tps->second);

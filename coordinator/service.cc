@@ -163,23 +163,23 @@ class CoordinatorServer::WorkerServiceImpl final : public pb::WorkerService::Ser
   const Authenticator& auth_;
 };
 
-StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Core* core,
-                                                                      const Authenticator* auth,
-                                                                      const ServerOptions& options) {
+StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    Core* core, const Authenticator* auth, const ServerOptions& options) {
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   s->core_ = core;
   s->sweep_service_ = std::make_unique<SweepServiceImpl>(core, auth);
   s->worker_service_ = std::make_unique<WorkerServiceImpl>(core, auth);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen,
-                           options.credentials ? options.credentials : grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(
+      options.listen, options.credentials ? options.credentials : grpc::InsecureServerCredentials(),
+      &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(s->sweep_service_.get());
   builder.RegisterService(s->worker_service_.get());
   if (options.metrics != nullptr) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
     interceptors.push_back(options.metrics->NewInterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }

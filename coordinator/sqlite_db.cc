@@ -15,8 +15,8 @@ SqliteStmt::~SqliteStmt() {
 namespace {
 Status BindStatus(int rc, int index) {
   if (rc == SQLITE_OK) return Status::Ok();
-  return InternalError("sqlite bind of parameter " + std::to_string(index) + " failed: " +
-                       sqlite3_errstr(rc));
+  return InternalError("sqlite bind of parameter " + std::to_string(index) +
+                       " failed: " + sqlite3_errstr(rc));
 }
 }  // namespace
 
@@ -32,9 +32,9 @@ SqliteStmt& SqliteStmt::Bind(int index, double value) {
 
 SqliteStmt& SqliteStmt::Bind(int index, std::string_view text) {
   if (bind_error_.ok()) {
-    bind_error_ = BindStatus(sqlite3_bind_text64(stmt_, index, text.data(), text.size(),
-                                                 SQLITE_TRANSIENT, SQLITE_UTF8),
-                             index);
+    bind_error_ = BindStatus(
+        sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
+        index);
   }
   return *this;
 }
@@ -43,8 +43,8 @@ SqliteStmt& SqliteStmt::BindBlob(int index, std::string_view bytes) {
   if (bind_error_.ok()) {
     // A zero-length blob must not be bound as NULL: give SQLite a valid pointer.
     const char* data = bytes.empty() ? "" : bytes.data();
-    bind_error_ = BindStatus(sqlite3_bind_blob64(stmt_, index, data, bytes.size(), SQLITE_TRANSIENT),
-                             index);
+    bind_error_ =
+        BindStatus(sqlite3_bind_blob64(stmt_, index, data, bytes.size(), SQLITE_TRANSIENT), index);
   }
   return *this;
 }
@@ -79,14 +79,15 @@ std::string SqliteStmt::Text(int col) const {
 std::string SqliteStmt::Blob(int col) const {
   const void* p = sqlite3_column_blob(stmt_, col);
   if (p == nullptr) return "";
-  return std::string(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+  return std::string(static_cast<const char*>(p),
+                     static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
 }
 
 StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path) {
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
     sqlite3_close(raw);

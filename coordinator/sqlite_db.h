@@ -21,7 +21,9 @@ class SqliteStmt {
  public:
   SqliteStmt(SqliteDb* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
   ~SqliteStmt();
-  SqliteStmt(SqliteStmt&& other) noexcept : db_(other.db_), stmt_(other.stmt_) { other.stmt_ = nullptr; }
+  SqliteStmt(SqliteStmt&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
+    other.stmt_ = nullptr;
+  }
   SqliteStmt(const SqliteStmt&) = delete;
   SqliteStmt& operator=(const SqliteStmt&) = delete;
   SqliteStmt& operator=(SqliteStmt&&) = delete;
@@ -31,7 +33,9 @@ class SqliteStmt {
   SqliteStmt& Bind(int index, int value) { return Bind(index, static_cast<int64_t>(value)); }
   SqliteStmt& Bind(int index, double value);
   SqliteStmt& Bind(int index, std::string_view text);
-  SqliteStmt& Bind(int index, const std::string& text) { return Bind(index, std::string_view(text)); }
+  SqliteStmt& Bind(int index, const std::string& text) {
+    return Bind(index, std::string_view(text));
+  }
   SqliteStmt& Bind(int index, const char* text) { return Bind(index, std::string_view(text)); }
   SqliteStmt& BindBlob(int index, std::string_view bytes);
   SqliteStmt& BindNull(int index);

@@ -281,18 +281,22 @@ Status Store::InsertSweep(SweepRow& row) {
 
 Status Store::UpdateSweep(const SweepRow& row) {
   RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare("UPDATE sweeps SET state = ?2, cancel_requested = ?3, message = ?4, "
-                                 "update_us = ?5, end_us = ?6 WHERE id = ?1"));
+      SqliteStmt s,
+      db_->Prepare("UPDATE sweeps SET state = ?2, cancel_requested = ?3, message = ?4, "
+                   "update_us = ?5, end_us = ?6 WHERE id = ?1"));
   s.Bind(1, row.id).Bind(2, static_cast<int>(ToProto(row.state)));
-  s.Bind(3, row.cancel_requested ? 1 : 0).Bind(4, row.message).Bind(5, row.update_us).Bind(6, row.end_us);
+  s.Bind(3, row.cancel_requested ? 1 : 0)
+      .Bind(4, row.message)
+      .Bind(5, row.update_us)
+      .Bind(6, row.end_us);
   RDATTN_RETURN_IF_ERROR(s.Run());
   if (db_->Changes() != 1) return NotFoundError("sweep " + row.id + " not found");
   return Status::Ok();
 }
 
 StatusOr<SweepRow> Store::GetSweep(const std::string& id) {
-  RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE id = ?1"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kSweepColumns +
+                                                     " FROM sweeps WHERE id = ?1"));
   s.Bind(1, id);
   RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return NotFoundError("sweep " + id + " not found");
@@ -301,7 +305,7 @@ StatusOr<SweepRow> Store::GetSweep(const std::string& id) {
 
 StatusOr<std::optional<SweepRow>> Store::FindSweepByRequestId(const std::string& request_id) {
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kSweepColumns +
-                                                      " FROM sweeps WHERE request_id = ?1"));
+                                                     " FROM sweeps WHERE request_id = ?1"));
   s.Bind(1, request_id);
   RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::optional<SweepRow>();
@@ -327,10 +331,11 @@ StatusOr<std::vector<SweepRow>> Store::ListSweeps(const SweepFilter& filter) {
 Status Store::InsertJob(JobRow& row) {
   RDATTN_ASSIGN_OR_RETURN(
       SqliteStmt s,
-      db_->Prepare("INSERT INTO jobs (id, sweep_id, pair_group, scale, arm, seed, spec, state, "
-                   "attempts, preemptions, max_attempts, priority, world_size, hardware_pref, "
-                   "create_us, update_us) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
+      db_->Prepare(
+          "INSERT INTO jobs (id, sweep_id, pair_group, scale, arm, seed, spec, state, "
+          "attempts, preemptions, max_attempts, priority, world_size, hardware_pref, "
+          "create_us, update_us) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
   s.Bind(1, row.id).Bind(2, row.sweep_id).Bind(3, row.pair_group).Bind(4, row.spec.scale());
   s.Bind(5, row.spec.arm()).Bind(6, static_cast<int64_t>(row.spec.seed()));
   s.BindBlob(7, row.spec.SerializeAsString()).Bind(8, static_cast<int>(ToProto(row.state)));
@@ -355,7 +360,9 @@ Status Store::UpdateJob(const JobRow& r) {
                    "update_us = ?20 WHERE id = ?1"));
   s.Bind(1, r.id).Bind(2, static_cast<int>(ToProto(r.state))).Bind(3, r.attempts);
   s.Bind(4, r.preemptions).Bind(5, r.cancel_requested ? 1 : 0).Bind(6, r.worker_id);
-  s.Bind(7, static_cast<int>(ToProto(r.worker_kind))).Bind(8, r.lease_id).Bind(9, r.lease_expiry_us);
+  s.Bind(7, static_cast<int>(ToProto(r.worker_kind)))
+      .Bind(8, r.lease_id)
+      .Bind(9, r.lease_expiry_us);
   s.Bind(10, r.step).Bind(11, r.tokens).Bind(12, r.last_train_loss).Bind(13, r.last_val_nll);
   s.Bind(14, r.tokens_per_second).Bind(15, r.init_checksum).Bind(16, r.last_checkpoint);
   s.Bind(17, r.failure_reason).Bind(18, r.start_us).Bind(19, r.end_us).Bind(20, r.update_us);
@@ -400,8 +407,9 @@ StatusOr<JobRow> Store::ReadJob(SqliteStmt& s) {
 
 StatusOr<std::vector<JobRow>> Store::QueryJobs(const std::string& where, const std::string& arg,
                                                int64_t int_arg) {
-  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kJobColumns +
-                                                      " FROM jobs WHERE " + where + " ORDER BY seq"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE " +
+                                       where + " ORDER BY seq"));
   s.Bind(1, arg).Bind(2, int_arg);
   return ReadAll<JobRow>(s, [this](SqliteStmt& st) { return ReadJob(st); });
 }
@@ -471,9 +479,9 @@ StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::PendingGroupKinds
 }
 
 StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
-  RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare("SELECT state, COUNT(*), SUM(attempts > 0) FROM jobs "
-                                 "WHERE sweep_id = ?1 GROUP BY state"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare("SELECT state, COUNT(*), SUM(attempts > 0) FROM jobs "
+                                       "WHERE sweep_id = ?1 GROUP BY state"));
   s.Bind(1, sweep_id);
   SweepFacts f;
   while (true) {
@@ -484,19 +492,32 @@ StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
     f.total += n;
     if (s.Int(2) > 0) f.any_started = true;
     switch (state) {
-      case JobState::kPending: f.pending += n; break;
-      case JobState::kLeased: f.leased += n; break;
-      case JobState::kRunning: f.running += n; break;
-      case JobState::kSucceeded: f.succeeded += n; break;
-      case JobState::kFailed: f.failed += n; break;
-      case JobState::kCancelled: f.cancelled += n; break;
+      case JobState::kPending:
+        f.pending += n;
+        break;
+      case JobState::kLeased:
+        f.leased += n;
+        break;
+      case JobState::kRunning:
+        f.running += n;
+        break;
+      case JobState::kSucceeded:
+        f.succeeded += n;
+        break;
+      case JobState::kFailed:
+        f.failed += n;
+        break;
+      case JobState::kCancelled:
+        f.cancelled += n;
+        break;
     }
   }
   return f;
 }
 
 StatusOr<std::map<JobState, int64_t>> Store::CountJobsByState() {
-  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
   std::map<JobState, int64_t> out;
   while (true) {
     RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -508,7 +529,8 @@ StatusOr<std::map<JobState, int64_t>> Store::CountJobsByState() {
 }
 
 StatusOr<std::map<SweepState, int64_t>> Store::CountSweepsByState() {
-  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("SELECT state, COUNT(*) FROM sweeps GROUP BY state"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare("SELECT state, COUNT(*) FROM sweeps GROUP BY state"));
   std::map<SweepState, int64_t> out;
   while (true) {
     RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -523,8 +545,9 @@ StatusOr<std::map<std::string, std::map<JobState, int64_t>>> Store::CountSweepJo
     int64_t ended_after_us) {
   RDATTN_ASSIGN_OR_RETURN(
       SqliteStmt s,
-      db_->Prepare("SELECT s.id, j.state, COUNT(j.id) FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id "
-                   "WHERE s.state NOT IN (?1, ?2, ?3) OR s.end_us > ?4 GROUP BY s.id, j.state"));
+      db_->Prepare(
+          "SELECT s.id, j.state, COUNT(j.id) FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id "
+          "WHERE s.state NOT IN (?1, ?2, ?3) OR s.end_us > ?4 GROUP BY s.id, j.state"));
   s.Bind(1, static_cast<int>(pb::SWEEP_STATE_SUCCEEDED))
       .Bind(2, static_cast<int>(pb::SWEEP_STATE_FAILED))
       .Bind(3, static_cast<int>(pb::SWEEP_STATE_CANCELLED))
@@ -565,14 +588,16 @@ Status Store::UpdateAttempt(const AttemptRow& r) {
   s.Bind(6, r.exit_code).Bind(7, r.term_signal).Bind(8, r.stderr_tail).Bind(9, r.message);
   RDATTN_RETURN_IF_ERROR(s.Run());
   if (db_->Changes() != 1) {
-    return NotFoundError("attempt " + std::to_string(r.attempt) + " of job " + r.job_id + " not found");
+    return NotFoundError("attempt " + std::to_string(r.attempt) + " of job " + r.job_id +
+                         " not found");
   }
   return Status::Ok();
 }
 
 StatusOr<AttemptRow> Store::GetAttempt(const std::string& job_id, int attempt) {
-  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kAttemptColumns +
-                                                      " FROM attempts WHERE job_id = ?1 AND attempt = ?2"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare(std::string("SELECT ") + kAttemptColumns +
+                                       " FROM attempts WHERE job_id = ?1 AND attempt = ?2"));
   s.Bind(1, job_id).Bind(2, attempt);
   RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) {
@@ -582,8 +607,9 @@ StatusOr<AttemptRow> Store::GetAttempt(const std::string& job_id, int attempt) {
 }
 
 StatusOr<std::vector<AttemptRow>> Store::ListAttempts(const std::string& job_id) {
-  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare(std::string("SELECT ") + kAttemptColumns +
-                                                      " FROM attempts WHERE job_id = ?1 ORDER BY attempt"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare(std::string("SELECT ") + kAttemptColumns +
+                                       " FROM attempts WHERE job_id = ?1 ORDER BY attempt"));
   s.Bind(1, job_id);
   std::vector<AttemptRow> out;
   while (true) {
@@ -628,26 +654,30 @@ StatusOr<bool> Store::AppendEvent(EventRow& row) {
 StatusOr<std::vector<EventRow>> Store::ReadEvents(const std::string& sweep_id, int64_t after_seq,
                                                   int limit) {
   RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kEventColumns +
-                                 " FROM events WHERE sweep_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"));
+      SqliteStmt s,
+      db_->Prepare(std::string("SELECT ") + kEventColumns +
+                   " FROM events WHERE sweep_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"));
   s.Bind(1, sweep_id).Bind(2, after_seq).Bind(3, limit);
   return ReadAll<EventRow>(s, ReadEvent);
 }
 
-StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep_id, int metric_kind) {
+StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep_id,
+                                                        int metric_kind) {
   RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kEventColumns +
-                                 " FROM events WHERE sweep_id = ?1 AND kind = ?2 AND metric_kind = ?3 "
-                                 "ORDER BY seq"));
+      SqliteStmt s,
+      db_->Prepare(std::string("SELECT ") + kEventColumns +
+                   " FROM events WHERE sweep_id = ?1 AND kind = ?2 AND metric_kind = ?3 "
+                   "ORDER BY seq"));
   s.Bind(1, sweep_id).Bind(2, static_cast<int>(EventKind::kMetric)).Bind(3, metric_kind);
   return ReadAll<EventRow>(s, ReadEvent);
 }
 
-StatusOr<std::vector<EventRow>> Store::ReadJobMetricEvents(const std::string& job_id, int metric_kind) {
-  RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare(std::string("SELECT ") + kEventColumns +
-                                 " FROM events WHERE job_id = ?1 AND metric_seq IS NOT NULL "
-                                 "AND metric_kind = ?2 ORDER BY seq"));
+StatusOr<std::vector<EventRow>> Store::ReadJobMetricEvents(const std::string& job_id,
+                                                           int metric_kind) {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare(std::string("SELECT ") + kEventColumns +
+                                       " FROM events WHERE job_id = ?1 AND metric_seq IS NOT NULL "
+                                       "AND metric_kind = ?2 ORDER BY seq"));
   s.Bind(1, job_id).Bind(2, metric_kind);
   return ReadAll<EventRow>(s, ReadEvent);
 }
@@ -668,9 +698,8 @@ StatusOr<int64_t> Store::LastSweepEventSeq(const std::string& sweep_id) {
 
 StatusOr<int64_t> Store::MaxMetricSeq(const std::string& job_id, int attempt) {
   RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s,
-      db_->Prepare("SELECT COALESCE(MAX(metric_seq), 0) FROM events "
-                   "WHERE job_id = ?1 AND attempt = ?2 AND metric_seq IS NOT NULL"));
+      SqliteStmt s, db_->Prepare("SELECT COALESCE(MAX(metric_seq), 0) FROM events "
+                                 "WHERE job_id = ?1 AND attempt = ?2 AND metric_seq IS NOT NULL"));
   s.Bind(1, job_id).Bind(2, attempt);
   RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.Int(0) : 0;
@@ -681,12 +710,13 @@ StatusOr<int64_t> Store::MaxMetricSeq(const std::string& job_id, int attempt) {
 Status Store::UpsertWorker(const WorkerRow& r) {
   RDATTN_ASSIGN_OR_RETURN(
       SqliteStmt s,
-      db_->Prepare("INSERT INTO workers (id, hostname, kind, slots, free_slots, registration, "
-                   "registered_us, last_seen_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
-                   "ON CONFLICT(id) DO UPDATE SET hostname = excluded.hostname, "
-                   "kind = excluded.kind, slots = excluded.slots, free_slots = excluded.free_slots, "
-                   "registration = excluded.registration, registered_us = excluded.registered_us, "
-                   "last_seen_us = excluded.last_seen_us"));
+      db_->Prepare(
+          "INSERT INTO workers (id, hostname, kind, slots, free_slots, registration, "
+          "registered_us, last_seen_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+          "ON CONFLICT(id) DO UPDATE SET hostname = excluded.hostname, "
+          "kind = excluded.kind, slots = excluded.slots, free_slots = excluded.free_slots, "
+          "registration = excluded.registration, registered_us = excluded.registered_us, "
+          "last_seen_us = excluded.last_seen_us"));
   s.Bind(1, r.id).Bind(2, r.hostname).Bind(3, static_cast<int>(ToProto(r.kind))).Bind(4, r.slots);
   s.Bind(5, r.free_slots).BindBlob(6, r.registration.SerializeAsString());
   s.Bind(7, r.registered_us).Bind(8, r.last_seen_us);
@@ -706,7 +736,8 @@ StatusOr<std::optional<WorkerRow>> Store::GetWorker(const std::string& id) {
 
 Status Store::TouchWorker(const std::string& id, int64_t now_us, int free_slots) {
   RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare("UPDATE workers SET last_seen_us = ?2, free_slots = ?3 WHERE id = ?1"));
+      SqliteStmt s,
+      db_->Prepare("UPDATE workers SET last_seen_us = ?2, free_slots = ?3 WHERE id = ?1"));
   s.Bind(1, id).Bind(2, now_us).Bind(3, free_slots);
   return s.Run();
 }

@@ -101,9 +101,9 @@ struct EventRow {
   std::string sweep_id;
   std::string job_id;  // empty for sweep state changes
   EventKind kind = EventKind::kJobStateChange;
-  int attempt = 0;          // metric events
-  int64_t metric_seq = 0;   // metric events: MetricEvent.seq (idempotency key with job, attempt)
-  int metric_kind = 0;      // metric events: MetricEvent.kind
+  int attempt = 0;         // metric events
+  int64_t metric_seq = 0;  // metric events: MetricEvent.seq (idempotency key with job, attempt)
+  int metric_kind = 0;     // metric events: MetricEvent.kind
   int64_t time_us = 0;
   pb::WatchEvent event;  // seq, sweep_id and time are filled in on read
 };
@@ -142,17 +142,17 @@ class Store {
 
   // --- sweeps
   Status InsertSweep(SweepRow& row);  // sets row.seq; duplicate id or request_id: ALREADY_EXISTS
-  Status UpdateSweep(const SweepRow& row);  // state, cancel, message, times
+  Status UpdateSweep(const SweepRow& row);             // state, cancel, message, times
   StatusOr<SweepRow> GetSweep(const std::string& id);  // NOT_FOUND
   StatusOr<std::optional<SweepRow>> FindSweepByRequestId(const std::string& request_id);
   StatusOr<std::vector<SweepRow>> ListSweeps(const SweepFilter& filter);  // newest first
 
   // --- jobs
-  Status InsertJob(JobRow& row);  // sets row.seq
-  Status UpdateJob(const JobRow& row);  // every mutable column
+  Status InsertJob(JobRow& row);                   // sets row.seq
+  Status UpdateJob(const JobRow& row);             // every mutable column
   StatusOr<JobRow> GetJob(const std::string& id);  // NOT_FOUND
   StatusOr<std::optional<JobRow>> FindJobByLease(const std::string& lease_id);
-  StatusOr<std::vector<JobRow>> ListJobs(const std::string& sweep_id);  // creation order
+  StatusOr<std::vector<JobRow>> ListJobs(const std::string& sweep_id);           // creation order
   StatusOr<std::vector<JobRow>> ListJobsOfWorker(const std::string& worker_id);  // holding a lease
   StatusOr<std::vector<JobRow>> ListExpiredLeases(int64_t now_us);
   StatusOr<std::vector<PendingJob>> ListPending();
@@ -164,7 +164,8 @@ class Store {
   StatusOr<std::map<SweepState, int64_t>> CountSweepsByState();
   // Jobs by state of every sweep that is not terminal or ended after `ended_after_us`. Every
   // such sweep appears (with an empty map if it has no job).
-  StatusOr<std::map<std::string, std::map<JobState, int64_t>>> CountSweepJobs(int64_t ended_after_us);
+  StatusOr<std::map<std::string, std::map<JobState, int64_t>>> CountSweepJobs(
+      int64_t ended_after_us);
 
   // --- attempts
   Status InsertAttempt(const AttemptRow& row);
@@ -177,13 +178,14 @@ class Store {
   // already stored is not stored again: returns false and leaves row.seq 0.
   StatusOr<bool> AppendEvent(EventRow& row);
   // Events of a sweep with seq > after_seq, in seq order, at most `limit`.
-  StatusOr<std::vector<EventRow>> ReadEvents(const std::string& sweep_id, int64_t after_seq, int limit);
+  StatusOr<std::vector<EventRow>> ReadEvents(const std::string& sweep_id, int64_t after_seq,
+                                             int limit);
   // Metric events of a sweep of one MetricEvent kind, in seq order.
   StatusOr<std::vector<EventRow>> ReadMetricEvents(const std::string& sweep_id, int metric_kind);
   // One job's metric events of one MetricEvent.kind, every attempt, in storage order.
   StatusOr<std::vector<EventRow>> ReadJobMetricEvents(const std::string& job_id, int metric_kind);
-  StatusOr<int64_t> LastEventSeq();                                // 0 when none
-  StatusOr<int64_t> LastSweepEventSeq(const std::string& sweep_id);  // 0 when none
+  StatusOr<int64_t> LastEventSeq();                                        // 0 when none
+  StatusOr<int64_t> LastSweepEventSeq(const std::string& sweep_id);        // 0 when none
   StatusOr<int64_t> MaxMetricSeq(const std::string& job_id, int attempt);  // 0 when none
 
   // --- workers

@@ -11,9 +11,8 @@ struct ArmEntry {
   std::string_view name;
 };
 constexpr ArmEntry kArms[] = {
-    {Arm::kStandard, "standard"}, {Arm::kBlock, "block"},
-    {Arm::kRd, "rd"},             {Arm::kTied, "tied"},
-    {Arm::kAverage, "average"},   {Arm::kAverageAsym, "average_asym"},
+    {Arm::kStandard, "standard"}, {Arm::kBlock, "block"},     {Arm::kRd, "rd"},
+    {Arm::kTied, "tied"},         {Arm::kAverage, "average"}, {Arm::kAverageAsym, "average_asym"},
     {Arm::kFrozenV, "frozen_v"},
 };
 
@@ -56,16 +55,15 @@ std::string ValidArmNames() {
 }
 
 bool HasDepthRead(Arm arm) { return arm != Arm::kStandard; }
-bool HasVRoute(Arm arm) {
-  return arm == Arm::kRd || arm == Arm::kTied || arm == Arm::kFrozenV;
-}
+bool HasVRoute(Arm arm) { return arm == Arm::kRd || arm == Arm::kTied || arm == Arm::kFrozenV; }
 bool HasSecondQuery(Arm arm) { return arm == Arm::kAverage || arm == Arm::kAverageAsym; }
 bool HasTrainedVQuery(Arm arm) { return arm == Arm::kRd; }
 
 std::vector<std::string> ModelConfig::Validate() const {
   std::vector<std::string> errors;
   auto positive = [&](const char* field, int64_t v) {
-    if (v <= 0) errors.push_back(std::string(field) + ": must be positive, got " + std::to_string(v));
+    if (v <= 0)
+      errors.push_back(std::string(field) + ": must be positive, got " + std::to_string(v));
   };
   positive("layers", layers);
   positive("width", width);
@@ -89,7 +87,8 @@ std::vector<std::string> ModelConfig::Validate() const {
                      ") must be divisible by blocks (" + std::to_string(blocks) + ")");
   }
   auto positive_finite = [&](const char* field, double v) {
-    if (!(std::isfinite(v) && v > 0)) errors.push_back(std::string(field) + ": must be a positive finite number, got " + Str(v));
+    if (!(std::isfinite(v) && v > 0))
+      errors.push_back(std::string(field) + ": must be a positive finite number, got " + Str(v));
   };
   positive_finite("norm_eps", norm_eps);
   positive_finite("key_norm_eps", key_norm_eps);
@@ -102,24 +101,49 @@ std::optional<ModelConfig> Preset(std::string_view name, Arm arm) {
   c.arm = arm;
   if (name == "S") {
     // Paper scale, ~120M: GPT-2 vocabulary padded to 50304, SwiGLU 2560, N = 8 (P = 2).
-    c.layers = 16; c.width = 576; c.heads = 9; c.ffn_hidden = 2560; c.blocks = 8;
-    c.context = 1024; c.vocab_size = 50304;
+    c.layers = 16;
+    c.width = 576;
+    c.heads = 9;
+    c.ffn_hidden = 2560;
+    c.blocks = 8;
+    c.context = 1024;
+    c.vocab_size = 50304;
   } else if (name == "M") {
     // Paper scale, ~343M: SwiGLU 3904, N = 8 (P = 3).
-    c.layers = 24; c.width = 832; c.heads = 13; c.ffn_hidden = 3904; c.blocks = 8;
-    c.context = 1024; c.vocab_size = 50304;
+    c.layers = 24;
+    c.width = 832;
+    c.heads = 13;
+    c.ffn_hidden = 3904;
+    c.blocks = 8;
+    c.context = 1024;
+    c.vocab_size = 50304;
   } else if (name == "tiny") {
     // Unit tests and the CI sweep: byte-level vocabulary (256 bytes + EOT).
-    c.layers = 2; c.width = 64; c.heads = 2; c.ffn_hidden = 192; c.blocks = 2;
-    c.context = 64; c.vocab_size = 257;
+    c.layers = 2;
+    c.width = 64;
+    c.heads = 2;
+    c.ffn_hidden = 192;
+    c.blocks = 2;
+    c.context = 64;
+    c.vocab_size = 257;
   } else if (name == "cpu-small") {
     // The CPU demo: byte-level, 4 layers, 2 blocks.
-    c.layers = 4; c.width = 128; c.heads = 2; c.ffn_hidden = 384; c.blocks = 2;
-    c.context = 128; c.vocab_size = 257;
+    c.layers = 4;
+    c.width = 128;
+    c.heads = 2;
+    c.ffn_hidden = 384;
+    c.blocks = 2;
+    c.context = 128;
+    c.vocab_size = 257;
   } else if (name == "cpu-bench") {
     // The benchmark shape of the foundation issue: 4 layers, width 256, context 256, vocab 512.
-    c.layers = 4; c.width = 256; c.heads = 4; c.ffn_hidden = 768; c.blocks = 2;
-    c.context = 256; c.vocab_size = 512;
+    c.layers = 4;
+    c.width = 256;
+    c.heads = 4;
+    c.ffn_hidden = 768;
+    c.blocks = 2;
+    c.context = 256;
+    c.vocab_size = 512;
   } else {
     return std::nullopt;
   }

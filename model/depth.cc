@@ -49,11 +49,16 @@ DepthMix DepthRead(const std::vector<at::Tensor>& sources, const at::Tensor& que
 
 std::string_view RouteSiteName(RouteSite site) {
   switch (site) {
-    case RouteSite::kAttnQK: return "attn_qk";
-    case RouteSite::kAttnV: return "attn_v";
-    case RouteSite::kAttnB: return "attn_b";
-    case RouteSite::kMlp: return "mlp";
-    case RouteSite::kFinal: return "final";
+    case RouteSite::kAttnQK:
+      return "attn_qk";
+    case RouteSite::kAttnV:
+      return "attn_v";
+    case RouteSite::kAttnB:
+      return "attn_b";
+    case RouteSite::kMlp:
+      return "mlp";
+    case RouteSite::kFinal:
+      return "final";
   }
   return "unknown";
 }
@@ -76,7 +81,8 @@ at::Tensor Entropy(const at::Tensor& p) {
 DepthStatsAccumulator::DepthStatsAccumulator(int64_t layers)
     : layers_(layers), per_layer_(static_cast<size_t>(layers)) {}
 
-DepthStatsAccumulator::DepthStatsAccumulator(const ModelConfig& cfg) : DepthStatsAccumulator(cfg.layers) {
+DepthStatsAccumulator::DepthStatsAccumulator(const ModelConfig& cfg)
+    : DepthStatsAccumulator(cfg.layers) {
   if (HasVRoute(cfg.arm)) second_route_ = "v";
   if (HasSecondQuery(cfg.arm)) second_route_ = "b";
 }
@@ -87,7 +93,9 @@ void DepthStatsAccumulator::Add(const std::vector<RouteRecord>& routes) {
   const RouteRecord* fin = nullptr;
   for (const auto& r : routes) {
     switch (r.site) {
-      case RouteSite::kAttnQK: qk[r.layer] = &r; break;
+      case RouteSite::kAttnQK:
+        qk[r.layer] = &r;
+        break;
       case RouteSite::kAttnV:
         second[r.layer] = &r;
         second_route_ = "v";
@@ -96,8 +104,12 @@ void DepthStatsAccumulator::Add(const std::vector<RouteRecord>& routes) {
         second[r.layer] = &r;
         second_route_ = "b";
         break;
-      case RouteSite::kMlp: mlp[r.layer] = &r; break;
-      case RouteSite::kFinal: fin = &r; break;
+      case RouteSite::kMlp:
+        mlp[r.layer] = &r;
+        break;
+      case RouteSite::kFinal:
+        fin = &r;
+        break;
     }
   }
   if (qk.empty()) return;
@@ -125,12 +137,14 @@ void DepthStatsAccumulator::Add(const std::vector<RouteRecord>& routes) {
     if (im != mlp.end())
       L.ent_mlp += Entropy(im->second->alpha.to(at::kDouble).flatten(1)).sum().item<double>();
   }
-  if (fin != nullptr) ent_final_ += Entropy(fin->alpha.to(at::kDouble).flatten(1)).sum().item<double>();
+  if (fin != nullptr)
+    ent_final_ += Entropy(fin->alpha.to(at::kDouble).flatten(1)).sum().item<double>();
   tokens_ += batch_tokens;
 }
 
 at::Tensor DepthStatsAccumulator::PackSums(const std::vector<int64_t>& num_sources) const {
-  TORCH_CHECK(static_cast<int64_t>(num_sources.size()) == layers_, "num_sources must have one entry per layer");
+  TORCH_CHECK(static_cast<int64_t>(num_sources.size()) == layers_,
+              "num_sources must have one entry per layer");
   std::vector<double> v;
   v.push_back(static_cast<double>(tokens_));
   v.push_back(ent_final_);
@@ -145,7 +159,8 @@ at::Tensor DepthStatsAccumulator::PackSums(const std::vector<int64_t>& num_sourc
   return at::tensor(v, at::TensorOptions().dtype(at::kDouble));
 }
 
-void DepthStatsAccumulator::UnpackSums(const at::Tensor& packed, const std::vector<int64_t>& num_sources) {
+void DepthStatsAccumulator::UnpackSums(const at::Tensor& packed,
+                                       const std::vector<int64_t>& num_sources) {
   const at::Tensor p = packed.to(at::kCPU, at::kDouble).contiguous();
   const double* v = p.data_ptr<double>();
   int64_t i = 0;
@@ -160,7 +175,9 @@ void DepthStatsAccumulator::UnpackSums(const at::Tensor& packed, const std::vect
     L.ent_second = v[i++];
     L.ent_mlp = v[i++];
     for (at::Tensor* sum : {&L.sum_qk, &L.sum_second}) {
-      *sum = at::from_blob(const_cast<double*>(v + i), {L.k}, at::TensorOptions().dtype(at::kDouble)).clone();
+      *sum =
+          at::from_blob(const_cast<double*>(v + i), {L.k}, at::TensorOptions().dtype(at::kDouble))
+              .clone();
       i += L.k;
     }
   }
@@ -188,7 +205,8 @@ DepthDiagnostics DepthStatsAccumulator::Finalize() const {
     d.entropy_second_nats.push_back(L.ent_second / n);
     double jm = 0;
     if (L.sum_qk.defined() && L.sum_second.defined())
-      jm = JsDivergence((L.sum_qk / n).unsqueeze(1), (L.sum_second / n).unsqueeze(1)).item<double>();
+      jm =
+          JsDivergence((L.sum_qk / n).unsqueeze(1), (L.sum_second / n).unsqueeze(1)).item<double>();
     d.js_of_mean_nats.push_back(jm);
     js_all += js;
     if (L.k >= 2) {

@@ -52,7 +52,7 @@ std::string_view RouteSiteName(RouteSite site);
 struct RouteRecord {
   int64_t layer = 0;  // transformer layer (-1 for the final read)
   RouteSite site = RouteSite::kAttnQK;
-  at::Tensor alpha;   // [K,B,T], detached
+  at::Tensor alpha;  // [K,B,T], detached
 };
 
 // Per-token Jensen–Shannon divergence in nats between two distributions over axis 0 ([K,...]).
@@ -66,12 +66,12 @@ struct DepthDiagnostics {
   // The route compared with the QK route: "v" (rd, tied, frozen_v), "b" (average arms), or
   // empty when the arm has a single attention route (block) or none (standard).
   std::string second_route;
-  std::vector<int64_t> num_sources;     // K_l of the attention read
-  std::vector<double> js_nats;          // mean over tokens of per-token JS, nats
-  std::vector<double> js_bits;          // js_nats / ln 2
-  std::vector<double> sqrt_js;          // mean over tokens of per-token √JS (nats), the JS distance
-  std::vector<double> js_of_mean_nats;  // JS of the token-averaged distributions (≤ js_nats)
-  std::vector<double> entropy_qk_nats;  // mean per-token entropy of the QK route
+  std::vector<int64_t> num_sources;  // K_l of the attention read
+  std::vector<double> js_nats;       // mean over tokens of per-token JS, nats
+  std::vector<double> js_bits;       // js_nats / ln 2
+  std::vector<double> sqrt_js;       // mean over tokens of per-token √JS (nats), the JS distance
+  std::vector<double> js_of_mean_nats;      // JS of the token-averaged distributions (≤ js_nats)
+  std::vector<double> entropy_qk_nats;      // mean per-token entropy of the QK route
   std::vector<double> entropy_second_nats;  // same for the second route (empty if none)
   std::vector<double> entropy_mlp_nats;     // MLP-side read entropy per layer
   double entropy_final_nats = 0;

@@ -43,8 +43,8 @@ void Fill(at::Tensor& param, double value) {
 
 // RoPE tables for T positions and head width dh, rotate-half convention: dimension i pairs
 // with i + dh/2. Returns cos, sin of shape [T, dh] in dtype `dt`.
-std::pair<at::Tensor, at::Tensor> RopeTables(int64_t T, int64_t dh, double theta,
-                                             at::ScalarType dt, at::Device device) {
+std::pair<at::Tensor, at::Tensor> RopeTables(int64_t T, int64_t dh, double theta, at::ScalarType dt,
+                                             at::Device device) {
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor inv_freq =
       at::pow(theta, -at::arange(0, dh, 2, f64) / static_cast<double>(dh));  // [dh/2]
@@ -167,9 +167,8 @@ at::Tensor GptImpl::Loss(const at::Tensor& logits, const at::Tensor& targets) {
                                 targets.reshape({-1}));
 }
 
-at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
-                              const at::Tensor& x_v, const at::Tensor& cos,
-                              const at::Tensor& sin) const {
+at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk, const at::Tensor& x_v,
+                              const at::Tensor& cos, const at::Tensor& sin) const {
   const int64_t B = x_qk.size(0), T = x_qk.size(1), H = cfg_.heads, dh = cfg_.head_dim();
   // Three separate GEMMs in every arm (never a fused QKV): V's input differs by arm, and one
   // code path keeps RD with q_v = q_attn bitwise equal to Block.
@@ -185,7 +184,8 @@ at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
   }
 #endif
   if (!y.defined()) {
-    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));
+    at::Tensor att =
+        at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));
     const at::Tensor mask =
         at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
     att = at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
@@ -215,11 +215,11 @@ ForwardOutput GptImpl::ForwardStandard(const at::Tensor& e, const at::Tensor& co
 ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& opts) {
   TORCH_CHECK(tokens.dim() == 2, "tokens must be [B,T], got ", tokens.sizes());
   const int64_t T = tokens.size(1);
-  TORCH_CHECK(T >= 1 && T <= cfg_.context, "sequence length ", T, " outside [1, context=",
-              cfg_.context, "]");
+  TORCH_CHECK(T >= 1 && T <= cfg_.context, "sequence length ", T,
+              " outside [1, context=", cfg_.context, "]");
   const at::Tensor e = at::embedding(emb, tokens);  // [B,T,D]
-  auto [cos, sin] = RopeTables(T, cfg_.head_dim(), cfg_.rope_theta,
-                               ComputeDtype(emb.scalar_type()), emb.device());
+  auto [cos, sin] = RopeTables(T, cfg_.head_dim(), cfg_.rope_theta, ComputeDtype(emb.scalar_type()),
+                               emb.device());
   if (cfg_.arm == Arm::kStandard) return ForwardStandard(e, cos, sin);
 
   ForwardOutput out;

@@ -20,9 +20,9 @@ struct ForwardOptions {
 };
 
 struct ForwardOutput {
-  at::Tensor logits;                       // [B,T,V]
-  std::vector<RouteRecord> routes;         // every read site's depth weights, if asked
-  std::vector<at::Tensor> final_sources;   // [b_0 … b_N] seen by the final read, if asked
+  at::Tensor logits;                      // [B,T,V]
+  std::vector<RouteRecord> routes;        // every read site's depth weights, if asked
+  std::vector<at::Tensor> final_sources;  // [b_0 … b_N] seen by the final read, if asked
 };
 
 // One transformer layer's parameters. Names match docs/model.md and the parity fixture
@@ -31,9 +31,9 @@ class LayerImpl : public torch::nn::Module {
  public:
   LayerImpl(const ModelConfig& cfg);
   at::Tensor wq, wk, wv, wo, wgate, wup, wdown;  // [out, in]
-  at::Tensor attn_norm, mlp_norm;                 // pre-norm gains
-  at::Tensor q_attn, attn_key_norm;               // attention-side read (QK route)
-  at::Tensor q_mlp, mlp_key_norm;                 // MLP-side read
+  at::Tensor attn_norm, mlp_norm;                // pre-norm gains
+  at::Tensor q_attn, attn_key_norm;              // attention-side read (QK route)
+  at::Tensor q_mlp, mlp_key_norm;                // MLP-side read
   at::Tensor q_v;  // rd: parameter; frozen_v: zero buffer; otherwise undefined
   at::Tensor q_b;  // average, average_asym: parameter; otherwise undefined
 };
@@ -68,9 +68,9 @@ class GptImpl : public torch::nn::Module {
   // Re-initialises every parameter from `init_seed` (used by the constructor).
   void Initialize(uint64_t init_seed);
 
-  at::Tensor emb;           // [V, D], tied with the head
-  at::Tensor final_norm;    // [D]
-  at::Tensor q_final;       // [D] final depth read (not in `standard`)
+  at::Tensor emb;         // [V, D], tied with the head
+  at::Tensor final_norm;  // [D]
+  at::Tensor q_final;     // [D] final depth read (not in `standard`)
   at::Tensor final_key_norm;
 
  private:

@@ -67,8 +67,7 @@ double IncompleteBetaXY(double a, double b, double x, double y, double log_x, do
 // the x side of the switch point with a tiny 1 − x (large a, x near 1: t² ≫ df) it sums the
 // continued fraction in y = 1 − x instead, because 1 − (a + b) x / (a + 1) cancels there and
 // the rounding of x alone costs ~1e-16 / y in relative terms.
-double IncompleteBetaNearOne(double a, double b, double x, double y, double log_x,
-                             double log_y) {
+double IncompleteBetaNearOne(double a, double b, double x, double y, double log_x, double log_y) {
   const double switch_x = (a + 1.0) / (a + b + 2.0);
   if (x > 0.0 && y > 0.0 && x < switch_x && y < 1e-3 && y < 4.0 * (1.0 - switch_x)) {
     const double log_front = a * log_x + b * log_y - LogBeta(a, b);
@@ -104,9 +103,9 @@ namespace {
 // lgamma(x) − [(x − ½) ln x − x + ½ ln 2π] for x >= 10: the Stirling series
 // Σ B_2k / (2k (2k − 1) x^(2k−1)), k = 1..8 (the next term is below 1e-17 at x = 10).
 double StirlingCorrection(double x) {
-  static const double kCoefficients[] = {
-      1.0 / 12.0,         -1.0 / 360.0,         1.0 / 1260.0,          -1.0 / 1680.0,
-      1.0 / 1188.0,       -691.0 / 360360.0,    1.0 / 156.0,           -3617.0 / 122400.0};
+  static const double kCoefficients[] = {1.0 / 12.0,    -1.0 / 360.0,      1.0 / 1260.0,
+                                         -1.0 / 1680.0, 1.0 / 1188.0,      -691.0 / 360360.0,
+                                         1.0 / 156.0,   -3617.0 / 122400.0};
   const double inv = 1.0 / x;
   const double inv2 = inv * inv;
   double sum = 0.0;
@@ -338,9 +337,8 @@ double NoncentralTCdf(double t, double df, double ncp) {
     // and ln Q_k = ln P_k + ln Γ(k + 1) − ln Γ(k + 3/2) by Stirling's series as well.
     const double bd0 = k * std::log1p((k - lam) / lam) + (lam - k);
     log_p_k = -bd0 - 0.5 * std::log(2.0 * kPi * k) - StirlingCorrection(k);
-    const double lgamma_ratio = -(k + 0.5) * std::log1p(0.5 / (k + 1.0)) -
-                                0.5 * std::log(k + 1.5) + 0.5 + StirlingCorrection(k + 1.0) -
-                                StirlingCorrection(k + 1.5);
+    const double lgamma_ratio = -(k + 0.5) * std::log1p(0.5 / (k + 1.0)) - 0.5 * std::log(k + 1.5) +
+                                0.5 + StirlingCorrection(k + 1.0) - StirlingCorrection(k + 1.5);
     log_q_k = log_p_k + lgamma_ratio;
   }
   const double p_k = std::exp(log_p_k);
@@ -526,7 +524,9 @@ WilcoxonResult WilcoxonSignedRank(const std::vector<double>& deltas) {
   double tie_term = 0.0;  // Σ (t³ − t) over tie groups
   for (int i = 0; i < n;) {
     int j = i;
-    while (j + 1 < n && nonzero[static_cast<size_t>(j + 1)].first == nonzero[static_cast<size_t>(i)].first) ++j;
+    while (j + 1 < n &&
+           nonzero[static_cast<size_t>(j + 1)].first == nonzero[static_cast<size_t>(i)].first)
+      ++j;
     const int t = j - i + 1;
     if (t > 1) {
       w.tied_ranks = true;
@@ -549,7 +549,8 @@ WilcoxonResult WilcoxonSignedRank(const std::vector<double>& deltas) {
     for (int i = 0; i < n; ++i) {
       const int r = rank2[static_cast<size_t>(i)];
       for (int64_t s = reach; s >= 0; --s) {
-        if (counts[static_cast<size_t>(s)] != 0.0) counts[static_cast<size_t>(s + r)] += counts[static_cast<size_t>(s)];
+        if (counts[static_cast<size_t>(s)] != 0.0)
+          counts[static_cast<size_t>(s + r)] += counts[static_cast<size_t>(s)];
       }
       reach += r;
     }

@@ -126,8 +126,8 @@ struct PowerSummary {
   bool defined = false;  // n >= 2 and a finite sd
   double alpha = 0.05;   // 1 − level, two-sided
   double power = kPowerTarget;
-  double mde = 0;        // MinimumDetectableEffect(sd, n, alpha, power); NaN when undefined
-  double mde_ncp = 0;    // its noncentrality ncp*
+  double mde = 0;      // MinimumDetectableEffect(sd, n, alpha, power); NaN when undefined
+  double mde_ncp = 0;  // its noncentrality ncp*
   std::vector<SeedsForDelta> seeds_needed;  // 0.01, 0.02, 0.03, then the user's
   std::string note;
 };
@@ -146,12 +146,12 @@ inline constexpr int kWilcoxonExactMax = 25;
 double Median(std::vector<double> xs);
 
 struct WilcoxonResult {
-  int n = 0;            // non-zero differences (zeros are dropped)
-  int zeros = 0;        // differences exactly 0
-  double w_plus = 0;    // sum of the (mid)ranks of |Δ| over the Δ > 0
-  bool exact = false;   // n <= kWilcoxonExactMax: the exact permutation distribution
+  int n = 0;                // non-zero differences (zeros are dropped)
+  int zeros = 0;            // differences exactly 0
+  double w_plus = 0;        // sum of the (mid)ranks of |Δ| over the Δ > 0
+  bool exact = false;       // n <= kWilcoxonExactMax: the exact permutation distribution
   bool tied_ranks = false;  // some |Δ| are equal (midranks; the exact distribution uses them)
-  double p = 1;         // two-sided: min(1, 2 · min(P(W+ <= w), P(W+ >= w))); n = 0 gives 1
+  double p = 1;             // two-sided: min(1, 2 · min(P(W+ <= w), P(W+ >= w))); n = 0 gives 1
 };
 // Wilcoxon signed-rank test of median Δ = 0. Exact for n <= 25 (all 2^n sign patterns of the
 // midranks, counted by dynamic programming over doubled ranks); above, the normal approximation
@@ -176,10 +176,10 @@ RobustSummary SummarizeRobust(const std::vector<double>& deltas);
 double OlsSlope(const std::vector<double>& x, const std::vector<double>& y);
 
 struct TrendSummary {
-  int n = 0;            // seeds with a slope
+  int n = 0;  // seeds with a slope
   double level = 0.95;
-  double mean = 0;      // mean slope (nats per unit ln tokens); NaN for n = 0
-  double sd = 0;        // NaN for n < 2
+  double mean = 0;  // mean slope (nats per unit ln tokens); NaN for n = 0
+  double sd = 0;    // NaN for n < 2
   double se = 0;
   bool ci_defined = false;
   double t_critical = 0;
@@ -200,12 +200,12 @@ TrendSummary SummarizeSlopes(const std::vector<double>& slopes, double level, do
 // ---- The summary of one paired row -------------------------------------------------------
 
 struct PairedSummary {
-  int n = 0;              // number of deltas (complete pairs)
-  double level = 0.95;    // confidence level of both intervals
-  double mean = 0;        // mean Δ                        (NaN for n = 0)
-  double sd = 0;          // sample sd of Δ, divisor n − 1  (NaN for n < 2)
-  double se = 0;          // sd / sqrt(n)                   (NaN for n < 2)
-  int df = 0;             // n − 1 (0 for n = 0)
+  int n = 0;            // number of deltas (complete pairs)
+  double level = 0.95;  // confidence level of both intervals
+  double mean = 0;      // mean Δ                        (NaN for n = 0)
+  double sd = 0;        // sample sd of Δ, divisor n − 1  (NaN for n < 2)
+  double se = 0;        // sd / sqrt(n)                   (NaN for n < 2)
+  int df = 0;           // n − 1 (0 for n = 0)
 
   // Student t interval: mean ± t_{(1+level)/2, n−1} · se. Undefined (NaN, flag false) for n < 2.
   bool t_ci_defined = false;
@@ -221,9 +221,9 @@ struct PairedSummary {
   double bootstrap_ci_low = 0;
   double bootstrap_ci_high = 0;
 
-  int wins = 0;    // Δ < 0: the arm has the lower NLL
-  int losses = 0;  // Δ > 0
-  int ties = 0;    // Δ == 0; left out of the sign test
+  int wins = 0;            // Δ < 0: the arm has the lower NLL
+  int losses = 0;          // Δ > 0
+  int ties = 0;            // Δ == 0; left out of the sign test
   double sign_test_p = 1;  // SignTestP(wins, losses)
 
   // Paired t test of mean Δ = 0: t = mean / se, two-sided, df = n − 1. Undefined for n < 2, and

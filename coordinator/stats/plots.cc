@@ -86,7 +86,8 @@ void Layout(size_t panels, size_t& rows, size_t& cols) {
 
 std::string Terminal(const std::string& png, size_t rows, size_t cols) {
   std::ostringstream gp;
-  gp << "# Written by rdattn (coordinator/stats/plots.cc). Run: gnuplot " << "<this file>\n"
+  gp << "# Written by rdattn (coordinator/stats/plots.cc). Run: gnuplot "
+     << "<this file>\n"
      << "set encoding utf8\n"
      << "set terminal pngcairo size " << 720 * cols << "," << 500 * rows
      << " noenhanced font 'DejaVu Sans,10'\n"
@@ -136,9 +137,9 @@ Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
           first = false;
         }
         const double sd = std::isnan(table.sd[a]) ? 0.0 : table.sd[a];
-        data[table.arms[a]] += std::to_string(table.milestone_tokens) + " " +
-                               Num(table.mean[a]) + " " + Num(lo) + " " + Num(hi) + " " +
-                               Num(sd) + " " + std::to_string(table.n[a]) + "\n";
+        data[table.arms[a]] += std::to_string(table.milestone_tokens) + " " + Num(table.mean[a]) +
+                               " " + Num(lo) + " " + Num(hi) + " " + Num(sd) + " " +
+                               std::to_string(table.n[a]) + "\n";
         xs.insert(table.milestone_tokens);
       }
     }
@@ -179,11 +180,10 @@ Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
     for (size_t ai = 0; ai < arms.size(); ++ai) {
       auto it = data.find(arms[ai]);
       if (it == data.end()) continue;
-      const std::string file = "nll_vs_tokens_s" + std::to_string(si) + "_a" +
-                               std::to_string(ai) + ".dat";
-      RDATTN_RETURN_IF_ERROR(WriteText(dir / file,
-                                       "# tokens mean_nll min_nll max_nll sd_nll n\n" +
-                                           it->second));
+      const std::string file =
+          "nll_vs_tokens_s" + std::to_string(si) + "_a" + std::to_string(ai) + ".dat";
+      RDATTN_RETURN_IF_ERROR(
+          WriteText(dir / file, "# tokens mean_nll min_nll max_nll sd_nll n\n" + it->second));
       const std::string color = kPalette[ai % kPaletteSize];
       if (!plot.empty()) plot += ", \\\n     ";
       plot += Quote(file) + " using 1:3:4 with filledcurves fc rgb " + Quote(color) +
@@ -217,8 +217,8 @@ Status WriteDeltaPlot(const ReportTables& t, const fs::path& dir) {
   gp << Terminal(kPlotDeltaLastMilestone, 1, 1);
   const int pct = static_cast<int>(std::lround(100.0 * t.level));
   const std::string title = "Δ NLL (arm − " + t.reference_arm +
-                            ") per seed at the last milestone; mean with " +
-                            std::to_string(pct) + "% bootstrap CI";
+                            ") per seed at the last milestone; mean with " + std::to_string(pct) +
+                            "% bootstrap CI";
   std::string seeds_text = "# x delta seed\n";
   std::string means_text = "# x mean ci_low ci_high\n";
   std::string tics;
@@ -247,8 +247,8 @@ Status WriteDeltaPlot(const ReportTables& t, const fs::path& dir) {
       means_text += Num(x + 0.15) + " " + Num(s.mean) + " " + Num(lo) + " " + Num(hi) + "\n";
     }
     if (!tics.empty()) tics += ", ";
-    tics += Quote(r.scale + ": " + r.arm + " @" + TokensLabel(r.milestone_tokens) + " (n=" +
-                  std::to_string(s.n) + ")") +
+    tics += Quote(r.scale + ": " + r.arm + " @" + TokensLabel(r.milestone_tokens) +
+                  " (n=" + std::to_string(s.n) + ")") +
             " " + Num(x);
   }
   if (points == 0) {
@@ -327,14 +327,14 @@ Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
         layers = std::max(layers, static_cast<size_t>(l.layer) + 1);
       }
       if (lines == 0) continue;
-      const std::string file = "js_by_layer_s" + std::to_string(si) + "_a" + std::to_string(k) +
-                               ".dat";
+      const std::string file =
+          "js_by_layer_s" + std::to_string(si) + "_a" + std::to_string(k) + ".dat";
       RDATTN_RETURN_IF_ERROR(WriteText(dir / file, text));
       if (!plot.empty()) plot += ", \\\n     ";
       plot += Quote(file) + " using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb " +
               Quote(kPalette[k % kPaletteSize]) + " title " +
-              Quote(r.arm + " @" + TokensLabel(r.milestone_tokens) + " (n=" +
-                    std::to_string(r.n) + ")");
+              Quote(r.arm + " @" + TokensLabel(r.milestone_tokens) + " (n=" + std::to_string(r.n) +
+                    ")");
     }
     if (plot.empty()) {
       gp << NoDataPanel(title, "no arm with a separate V route");
@@ -468,7 +468,8 @@ std::string FindExecutable(const std::string& name) {
 Status RunOne(const std::string& binary, const std::string& dir, const std::string& script,
               int& exit_status, std::string& output) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return InternalError(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return InternalError(std::string("pipe: ") + std::strerror(errno));
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   std::vector<char*> argv{const_cast<char*>(binary.c_str()), const_cast<char*>(script.c_str()),
                           nullptr};
@@ -545,10 +546,9 @@ Status RunGnuplot(const std::string& out_dir, const std::string& gnuplot_binary)
   std::sort(scripts.begin(), scripts.end());
   const std::string binary = FindExecutable(gnuplot_binary);
   if (binary.empty()) {
-    return FailedPreconditionError("cannot draw " + scripts.front() + " (and " +
-                                   std::to_string(scripts.size() - 1) + " more): \"" +
-                                   gnuplot_binary +
-                                   "\" not found; install gnuplot (Debian: gnuplot-nox)");
+    return FailedPreconditionError(
+        "cannot draw " + scripts.front() + " (and " + std::to_string(scripts.size() - 1) +
+        " more): \"" + gnuplot_binary + "\" not found; install gnuplot (Debian: gnuplot-nox)");
   }
   for (const std::string& script : scripts) {
     int exit_status = 0;

@@ -8,12 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace rdattn::stats {
 namespace {
@@ -144,13 +143,12 @@ std::vector<std::string> PairedCells(const PairedRow& row, bool with_scale_and_k
   }
   cells.insert(cells.end(),
                {Where(row.split, row.milestone_tokens), row.arm + " − " + row.reference_arm,
-                std::to_string(s.n) + " of " + std::to_string(row.n_expected),
-                Signed(s.mean, 4), Fixed(s.sd, 4),
-                Interval(s.t_ci_low, s.t_ci_high, s.t_ci_defined, 4),
+                std::to_string(s.n) + " of " + std::to_string(row.n_expected), Signed(s.mean, 4),
+                Fixed(s.sd, 4), Interval(s.t_ci_low, s.t_ci_high, s.t_ci_defined, 4),
                 Interval(s.bootstrap_ci_low, s.bootstrap_ci_high, s.bootstrap_ci_defined, 4),
                 std::to_string(s.wins) + "/" + std::to_string(s.n), std::to_string(s.ties),
-                PValue(s.sign_test_p), PValue(s.t_test_p),
-                Percent(s.ppl_reduction_mean_per_seed), Percent(s.ppl_reduction_of_mean)});
+                PValue(s.sign_test_p), PValue(s.t_test_p), Percent(s.ppl_reduction_mean_per_seed),
+                Percent(s.ppl_reduction_of_mean)});
   return cells;
 }
 
@@ -172,7 +170,9 @@ std::string OutlierList(const PairedRow& row) {
     if (!p.outlier) continue;
     if (!out.empty()) out += ", ";
     out += "seed " + std::to_string(p.seed) + " (Δ " + Signed(p.delta, 4) + ", z " +
-           (std::isfinite(p.robust_z) ? Signed(p.robust_z, 1) : std::string(p.robust_z > 0 ? "+inf" : "-inf")) + ")";
+           (std::isfinite(p.robust_z) ? Signed(p.robust_z, 1)
+                                      : std::string(p.robust_z > 0 ? "+inf" : "-inf")) +
+           ")";
   }
   return out.empty() ? "none" : out;
 }
@@ -185,8 +185,8 @@ void PowerRobustTrend(std::ostringstream& md, const ReportTables& t) {
   for (const PairedRow& r : t.paired) rows.push_back(&r);
   for (const PairedRow& r : t.controls) rows.push_back(&r);
 
-  md << "## Power\n\nTwo-sided paired t test at α = " << Printf("%g", 1.0 - t.level)
-     << " and " << static_cast<int>(std::lround(100.0 * kPowerTarget))
+  md << "## Power\n\nTwo-sided paired t test at α = " << Printf("%g", 1.0 - t.level) << " and "
+     << static_cast<int>(std::lround(100.0 * kPowerTarget))
      << "% power, noncentral t, with each row's observed sd of Δ: the minimum detectable |Δ| "
         "at the current n, and the seeds needed to detect |Δ| (the power at the current n in "
         "brackets).\n\n";
@@ -196,11 +196,13 @@ void PowerRobustTrend(std::ostringstream& md, const ReportTables& t) {
   if (target) cols.push_back("seeds for " + DeltaLabel(std::fabs(t.target_delta)) + " (target)");
   md << Header(cols);
   for (const PairedRow* row : rows) {
-    std::vector<std::string> cells{row->scale, Where(row->split, row->milestone_tokens),
-                                   row->arm + " − " + row->reference_arm,
-                                   std::to_string(row->summary.n) + " of " +
-                                       std::to_string(row->n_expected),
-                                   Fixed(row->summary.sd, 4), Fixed(row->power.mde, 4)};
+    std::vector<std::string> cells{
+        row->scale,
+        Where(row->split, row->milestone_tokens),
+        row->arm + " − " + row->reference_arm,
+        std::to_string(row->summary.n) + " of " + std::to_string(row->n_expected),
+        Fixed(row->summary.sd, 4),
+        Fixed(row->power.mde, 4)};
     for (const SeedsForDelta& e : row->power.seeds_needed) cells.push_back(SeedsCell(e));
     md << Row(cells);
   }
@@ -213,19 +215,22 @@ void PowerRobustTrend(std::ostringstream& md, const ReportTables& t) {
                 "Wilcoxon p", "outliers"});
   for (const PairedRow* row : rows) {
     const WilcoxonResult& w = row->robust.wilcoxon;
-    md << Row({row->scale, Where(row->split, row->milestone_tokens),
-               row->arm + " − " + row->reference_arm,
-               std::to_string(row->summary.n) + " of " + std::to_string(row->n_expected),
-               Signed(row->robust.median, 4), Fixed(row->robust.mad_scaled, 4),
-               w.n > 0 ? Printf("%g", w.w_plus) + " of " + std::to_string(w.n * (w.n + 1) / 2)
-                       : "n/a",
-               PValue(w.p) + (w.n == 0 ? "" : w.exact ? " (exact)" : " (normal)"),
-               OutlierList(*row)});
+    md << Row(
+        {row->scale, Where(row->split, row->milestone_tokens),
+         row->arm + " − " + row->reference_arm,
+         std::to_string(row->summary.n) + " of " + std::to_string(row->n_expected),
+         Signed(row->robust.median, 4), Fixed(row->robust.mad_scaled, 4),
+         w.n > 0 ? Printf("%g", w.w_plus) + " of " + std::to_string(w.n * (w.n + 1) / 2) : "n/a",
+         PValue(w.p) + (w.n == 0  ? ""
+                        : w.exact ? " (exact)"
+                                  : " (normal)"),
+         OutlierList(*row)});
   }
   md << "\n## Trend\n\nPer seed, the least-squares slope of Δ against ln(tokens) across the "
         "scale's validation milestones (nats per e-fold of tokens; seeds with fewer than 2 "
         "milestones are left out); then the mean over seeds with its t "
-     << pct << "% interval. The gap (mean Δ at the last milestone) widens when the interval "
+     << pct
+     << "% interval. The gap (mean Δ at the last milestone) widens when the interval "
         "excludes 0 on the gap's side, narrows when it excludes 0 on the other side.\n\n";
   if (t.trend.empty()) {
     md << "No arm other than the reference.\n\n";
@@ -235,11 +240,9 @@ void PowerRobustTrend(std::ostringstream& md, const ReportTables& t) {
                   "reading"});
     for (const TrendRow& tr : t.trend) {
       const TrendSummary& s = tr.summary;
-      md << Row({tr.scale, tr.arm + " − " + tr.reference_arm,
-                 std::to_string(tr.milestones.size()),
-                 std::to_string(s.n) + " of " + std::to_string(tr.seeds.size()),
-                 Signed(s.mean, 5), Interval(s.ci_low, s.ci_high, s.ci_defined, 5),
-                 PValue(s.t_test_p),
+      md << Row({tr.scale, tr.arm + " − " + tr.reference_arm, std::to_string(tr.milestones.size()),
+                 std::to_string(s.n) + " of " + std::to_string(tr.seeds.size()), Signed(s.mean, 5),
+                 Interval(s.ci_low, s.ci_high, s.ci_defined, 5), PValue(s.t_test_p),
                  std::isnan(tr.gap) ? "n/a"
                                     : Signed(tr.gap, 4) + " at " + Tokens(tr.gap_milestone_tokens),
                  s.reading + (s.note.empty() ? "" : " (" + s.note + ")")});
@@ -269,8 +272,7 @@ void Legend(std::ostringstream& md, const ReportTables& t) {
      << ", n−1} · se (Student t quantile); n/a for n < 2.\n"
      << "- bootstrap CI (" << pct << "%): " << t.bootstrap_resamples
      << " resamples of n deltas with replacement, indices from SplitMix64 seeded with "
-     << t.bootstrap_seed
-     << " (rejection-sampled, no modulo bias); the interval is the percentiles "
+     << t.bootstrap_seed << " (rejection-sampled, no modulo bias); the interval is the percentiles "
      << Printf("%g", (1.0 - t.level) / 2.0) << " and " << Printf("%g", 1.0 - (1.0 - t.level) / 2.0)
      << " of the sorted resample means, linear interpolation between order statistics "
         "(h = (B − 1)·q; Hyndman–Fan type 7). n/a for n < 2.\n"
@@ -314,8 +316,8 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
   md << Row({"sweep", t.sweep_id});
   md << Row({"reference arm", t.reference_arm});
   md << Row({"complete", (t.complete ? "yes" : "no") + std::string(": ") +
-                             std::to_string(t.jobs_ended) + " of " +
-                             std::to_string(t.jobs_total) + " jobs ended"});
+                             std::to_string(t.jobs_ended) + " of " + std::to_string(t.jobs_total) +
+                             " jobs ended"});
   md << Row({"confidence level", std::to_string(pct) + "%"});
   md << Row({"bootstrap", std::to_string(t.bootstrap_resamples) + " resamples, seed " +
                               std::to_string(t.bootstrap_seed)});
@@ -330,9 +332,9 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
   // Headline: each arm at its scale's last validation milestone.
   md << "## Summary\n\nEach arm against " << t.reference_arm
      << " at the last validation milestone of its scale.\n\n";
-  md << Header({"scale", "tokens", "arm", "n", "mean Δ NLL", "bootstrap " + std::to_string(pct) +
-                    "% CI", "t " + std::to_string(pct) + "% CI", "wins", "ppl red., mean per seed",
-                "ppl red., of mean Δ"});
+  md << Header({"scale", "tokens", "arm", "n", "mean Δ NLL",
+                "bootstrap " + std::to_string(pct) + "% CI", "t " + std::to_string(pct) + "% CI",
+                "wins", "ppl red., mean per seed", "ppl red., of mean Δ"});
   bool any_summary = false;
   for (const std::string& scale : t.scales) {
     std::vector<std::string> seen;
@@ -344,8 +346,7 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
       const PairedSummary& s = last.summary;
       any_summary = true;
       md << Row({scale, Tokens(last.milestone_tokens), last.arm,
-                 std::to_string(s.n) + " of " + std::to_string(last.n_expected),
-                 Signed(s.mean, 4),
+                 std::to_string(s.n) + " of " + std::to_string(last.n_expected), Signed(s.mean, 4),
                  Interval(s.bootstrap_ci_low, s.bootstrap_ci_high, s.bootstrap_ci_defined, 4),
                  Interval(s.t_ci_low, s.t_ci_high, s.t_ci_defined, 4),
                  std::to_string(s.wins) + "/" + std::to_string(s.n),
@@ -356,31 +357,33 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
   md << "\n";
 
   if (!plots_dir_relative.empty()) {
-    const std::string dir = plots_dir_relative.back() == '/' ? plots_dir_relative
-                                                              : plots_dir_relative + "/";
+    const std::string dir =
+        plots_dir_relative.back() == '/' ? plots_dir_relative : plots_dir_relative + "/";
     md << "## Plots\n\n";
     md << "Validation NLL against training tokens, mean over seeds, band from the lowest to the "
-          "highest seed:\n\n![Validation NLL against tokens](" << dir << kPlotNllVsTokens
-       << ")\n\n";
+          "highest seed:\n\n![Validation NLL against tokens]("
+       << dir << kPlotNllVsTokens << ")\n\n";
     md << "Per-seed Δ NLL (arm − " << t.reference_arm
        << ") at the last milestone; the large marker is the mean with its bootstrap " << pct
        << "% CI:\n\n![Per-seed delta at the last milestone](" << dir << kPlotDeltaLastMilestone
        << ")\n\n";
     md << "JS(QK‖V) by layer at the last milestone, mean over seeds (error bars: sd over "
-          "seeds):\n\n![JS by layer](" << dir << kPlotJsByLayer << ")\n\n";
+          "seeds):\n\n![JS by layer]("
+       << dir << kPlotJsByLayer << ")\n\n";
     md << "Δ NLL (arm − " << t.reference_arm
        << ") per seed against training tokens (thin lines), and the mean over seeds (thick):"
-          "\n\n![Per-seed delta against tokens](" << dir << kPlotDeltaVsTokens << ")\n\n";
+          "\n\n![Per-seed delta against tokens]("
+       << dir << kPlotDeltaVsTokens << ")\n\n";
   }
 
   for (const std::string& scale : t.scales) {
     md << "## Scale " << scale << "\n\n";
     for (const NllTable& table : t.nll) {
       if (table.scale != scale) continue;
-      md << "### " << (table.split == kSplitTest ? "Test NLL per seed, end of run"
-                                                  : "Validation NLL per seed at " +
-                                                        Tokens(table.milestone_tokens) +
-                                                        " tokens")
+      md << "### "
+         << (table.split == kSplitTest
+                 ? "Test NLL per seed, end of run"
+                 : "Validation NLL per seed at " + Tokens(table.milestone_tokens) + " tokens")
          << "\n\n";
       std::vector<std::string> cols{"seed"};
       for (const std::string& arm : table.arms) cols.push_back(arm);
@@ -390,7 +393,8 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
       md << Header(cols);
       for (size_t s = 0; s < table.seeds.size(); ++s) {
         std::vector<std::string> cells{std::to_string(table.seeds[s])};
-        for (const NllCell& c : table.cells[s]) cells.push_back(c.present ? Fixed(c.nll, 4) : "missing");
+        for (const NllCell& c : table.cells[s])
+          cells.push_back(c.present ? Fixed(c.nll, 4) : "missing");
         for (size_t a = 1; a < table.arms.size(); ++a) {
           const NllCell& r = table.cells[s][0];
           const NllCell& c = table.cells[s][a];
@@ -467,8 +471,8 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
       if (!last) continue;
       md << "#### " << row.scale << ", " << row.arm << ", " << Tokens(row.milestone_tokens)
          << " tokens (n = " << row.n << ")\n\n";
-      md << Header({"layer", "K", "n", "JS nats (mean ± sd)", "JS bits", "√JS", "H(QK) nats",
-                    "H(V) nats"});
+      md << Header(
+          {"layer", "K", "n", "JS nats (mean ± sd)", "JS bits", "√JS", "H(QK) nats", "H(V) nats"});
       for (const DepthLayer& l : row.layers) {
         const std::string k = l.sources > 0 ? std::to_string(l.sources) : "≥ 2";
         const std::string js = std::isnan(l.js_nats_mean)
@@ -500,14 +504,13 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
                      row.tokens_per_second_ratio_max),
                std::to_string(row.n_memory), Bytes(row.mean_arm_peak_memory_bytes),
                Bytes(row.mean_reference_peak_memory_bytes),
-               ratio(row.peak_memory_ratio, row.peak_memory_ratio_min,
-                     row.peak_memory_ratio_max)});
+               ratio(row.peak_memory_ratio, row.peak_memory_ratio_min, row.peak_memory_ratio_max)});
   }
   md << "\n";
   if (!t.cost_excluded.empty()) {
     md << "Pairs left out of the cost table:\n\n";
-    md << Header({"scale", "arm", "seed", "arm job", "ref job", "arm hardware", "ref hardware",
-                  "reason"});
+    md << Header(
+        {"scale", "arm", "seed", "arm job", "ref job", "arm hardware", "ref hardware", "reason"});
     for (const CostExclusion& e : t.cost_excluded) {
       md << Row({e.scale, e.arm, std::to_string(e.seed), e.arm_job_id, e.reference_job_id,
                  e.arm_hardware_kind, e.reference_hardware_kind, e.reason});
@@ -568,17 +571,61 @@ std::string Int(int64_t v) { return std::to_string(v); }
 std::string Uint(uint64_t v) { return std::to_string(v); }
 std::string Int64Or(int64_t v) { return v > 0 ? std::to_string(v) : std::string(); }
 
-const std::vector<std::string> kPairedHeader = {
-    "kind", "scale", "split", "milestone_tokens", "arm", "reference_arm", "n", "n_expected",
-    "mean_reference_nll", "mean_arm_nll", "mean_delta", "sd_delta", "se_delta", "df", "level",
-    "t_critical", "t_ci_low", "t_ci_high", "bootstrap_resamples", "bootstrap_seed",
-    "bootstrap_ci_low", "bootstrap_ci_high", "wins", "losses", "ties", "sign_test_p",
-    "t_statistic", "t_test_p", "ppl_reduction_mean_per_seed", "ppl_reduction_of_mean",
-    "ppl_change_mean_per_seed", "ppl_change_of_mean", "note", "median_delta", "mad",
-    "mad_scaled", "wilcoxon_n", "wilcoxon_zeros", "wilcoxon_w_plus", "wilcoxon_p",
-    "wilcoxon_exact", "outlier_seeds", "power_alpha", "power", "mde", "mde_ncp",
-    "seeds_for_0.01", "power_now_0.01", "seeds_for_0.02", "power_now_0.02", "seeds_for_0.03",
-    "power_now_0.03", "target_delta", "seeds_for_target", "power_now_target"};
+const std::vector<std::string> kPairedHeader = {"kind",
+                                                "scale",
+                                                "split",
+                                                "milestone_tokens",
+                                                "arm",
+                                                "reference_arm",
+                                                "n",
+                                                "n_expected",
+                                                "mean_reference_nll",
+                                                "mean_arm_nll",
+                                                "mean_delta",
+                                                "sd_delta",
+                                                "se_delta",
+                                                "df",
+                                                "level",
+                                                "t_critical",
+                                                "t_ci_low",
+                                                "t_ci_high",
+                                                "bootstrap_resamples",
+                                                "bootstrap_seed",
+                                                "bootstrap_ci_low",
+                                                "bootstrap_ci_high",
+                                                "wins",
+                                                "losses",
+                                                "ties",
+                                                "sign_test_p",
+                                                "t_statistic",
+                                                "t_test_p",
+                                                "ppl_reduction_mean_per_seed",
+                                                "ppl_reduction_of_mean",
+                                                "ppl_change_mean_per_seed",
+                                                "ppl_change_of_mean",
+                                                "note",
+                                                "median_delta",
+                                                "mad",
+                                                "mad_scaled",
+                                                "wilcoxon_n",
+                                                "wilcoxon_zeros",
+                                                "wilcoxon_w_plus",
+                                                "wilcoxon_p",
+                                                "wilcoxon_exact",
+                                                "outlier_seeds",
+                                                "power_alpha",
+                                                "power",
+                                                "mde",
+                                                "mde_ncp",
+                                                "seeds_for_0.01",
+                                                "power_now_0.01",
+                                                "seeds_for_0.02",
+                                                "power_now_0.02",
+                                                "seeds_for_0.03",
+                                                "power_now_0.03",
+                                                "target_delta",
+                                                "seeds_for_target",
+                                                "power_now_target"};
 
 std::string SeedsField(int64_t seeds) { return seeds == 0 ? std::string() : std::to_string(seeds); }
 
@@ -590,19 +637,52 @@ std::string SeedList(const std::vector<uint64_t>& seeds) {
 
 std::vector<std::string> PairedFields(const PairedRow& r) {
   const PairedSummary& s = r.summary;
-  std::vector<std::string> fields = {r.kind, r.scale, r.split, Int(r.milestone_tokens), r.arm, r.reference_arm, Int(s.n),
-          Int(r.n_expected), Exact(r.mean_reference_nll), Exact(r.mean_arm_nll), Exact(s.mean),
-          Exact(s.sd), Exact(s.se), Int(s.df), Exact(s.level), Exact(s.t_critical),
-          Exact(s.t_ci_low), Exact(s.t_ci_high), Int(s.bootstrap_resamples),
-          Uint(s.bootstrap_seed), Exact(s.bootstrap_ci_low), Exact(s.bootstrap_ci_high),
-          Int(s.wins), Int(s.losses), Int(s.ties), Exact(s.sign_test_p), Exact(s.t_statistic),
-          Exact(s.t_test_p), Exact(s.ppl_reduction_mean_per_seed),
-          Exact(s.ppl_reduction_of_mean), Exact(s.ppl_change_mean_per_seed),
-          Exact(s.ppl_change_of_mean), s.note, Exact(r.robust.median), Exact(r.robust.mad),
-          Exact(r.robust.mad_scaled), Int(r.robust.wilcoxon.n), Int(r.robust.wilcoxon.zeros),
-          Exact(r.robust.wilcoxon.w_plus), Exact(r.robust.wilcoxon.p),
-          Bool(r.robust.wilcoxon.exact), SeedList(r.outlier_seeds), Exact(r.power.alpha),
-          Exact(r.power.power), Exact(r.power.mde), Exact(r.power.mde_ncp)};
+  std::vector<std::string> fields = {r.kind,
+                                     r.scale,
+                                     r.split,
+                                     Int(r.milestone_tokens),
+                                     r.arm,
+                                     r.reference_arm,
+                                     Int(s.n),
+                                     Int(r.n_expected),
+                                     Exact(r.mean_reference_nll),
+                                     Exact(r.mean_arm_nll),
+                                     Exact(s.mean),
+                                     Exact(s.sd),
+                                     Exact(s.se),
+                                     Int(s.df),
+                                     Exact(s.level),
+                                     Exact(s.t_critical),
+                                     Exact(s.t_ci_low),
+                                     Exact(s.t_ci_high),
+                                     Int(s.bootstrap_resamples),
+                                     Uint(s.bootstrap_seed),
+                                     Exact(s.bootstrap_ci_low),
+                                     Exact(s.bootstrap_ci_high),
+                                     Int(s.wins),
+                                     Int(s.losses),
+                                     Int(s.ties),
+                                     Exact(s.sign_test_p),
+                                     Exact(s.t_statistic),
+                                     Exact(s.t_test_p),
+                                     Exact(s.ppl_reduction_mean_per_seed),
+                                     Exact(s.ppl_reduction_of_mean),
+                                     Exact(s.ppl_change_mean_per_seed),
+                                     Exact(s.ppl_change_of_mean),
+                                     s.note,
+                                     Exact(r.robust.median),
+                                     Exact(r.robust.mad),
+                                     Exact(r.robust.mad_scaled),
+                                     Int(r.robust.wilcoxon.n),
+                                     Int(r.robust.wilcoxon.zeros),
+                                     Exact(r.robust.wilcoxon.w_plus),
+                                     Exact(r.robust.wilcoxon.p),
+                                     Bool(r.robust.wilcoxon.exact),
+                                     SeedList(r.outlier_seeds),
+                                     Exact(r.power.alpha),
+                                     Exact(r.power.power),
+                                     Exact(r.power.mde),
+                                     Exact(r.power.mde_ncp)};
   const SeedsForDelta* target = nullptr;
   for (const SeedsForDelta& e : r.power.seeds_needed) {
     if (e.user_given) {
@@ -645,8 +725,8 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
   files["controls.csv"] = controls.text();
 
   Csv seeds({"kind", "scale", "split", "milestone_tokens", "arm", "reference_arm", "seed",
-             "complete", "reference_nll", "arm_nll", "delta", "ppl_reduction",
-             "reference_job_id", "arm_job_id", "missing_reason", "robust_z", "outlier"});
+             "complete", "reference_nll", "arm_nll", "delta", "ppl_reduction", "reference_job_id",
+             "arm_job_id", "missing_reason", "robust_z", "outlier"});
   for (const auto* list : {&t.paired, &t.controls}) {
     for (const PairedRow& r : *list) {
       for (const SeedPair& p : r.pairs) {
@@ -660,10 +740,10 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
   files["paired_seeds.csv"] = seeds.text();
 
   Csv trend({"scale", "arm", "reference_arm", "milestones", "n_seeds", "n_slopes", "level",
-             "mean_slope", "sd_slope", "se_slope", "t_critical", "ci_low", "ci_high",
-             "t_statistic", "t_test_p", "gap", "gap_milestone_tokens", "reading", "note"});
-  Csv trend_seeds({"scale", "arm", "reference_arm", "seed", "points", "milestones", "deltas",
-                   "slope"});
+             "mean_slope", "sd_slope", "se_slope", "t_critical", "ci_low", "ci_high", "t_statistic",
+             "t_test_p", "gap", "gap_milestone_tokens", "reading", "note"});
+  Csv trend_seeds(
+      {"scale", "arm", "reference_arm", "seed", "points", "milestones", "deltas", "slope"});
   for (const TrendRow& tr : t.trend) {
     const TrendSummary& s = tr.summary;
     std::string ms;
@@ -671,15 +751,13 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
     trend.Add({tr.scale, tr.arm, tr.reference_arm, ms, Int(static_cast<int64_t>(tr.seeds.size())),
                Int(s.n), Exact(s.level), Exact(s.mean), Exact(s.sd), Exact(s.se),
                Exact(s.t_critical), Exact(s.ci_low), Exact(s.ci_high), Exact(s.t_statistic),
-               Exact(s.t_test_p), Exact(tr.gap), Int(tr.gap_milestone_tokens), s.reading,
-               s.note});
+               Exact(s.t_test_p), Exact(tr.gap), Int(tr.gap_milestone_tokens), s.reading, s.note});
     for (const TrendSeed& ts : tr.seeds) {
       std::string tms, tds;
       for (int64_t m : ts.milestones) tms += (tms.empty() ? "" : ";") + Int(m);
       for (double d : ts.deltas) tds += (tds.empty() ? "" : ";") + Exact(d);
       trend_seeds.Add({tr.scale, tr.arm, tr.reference_arm, Uint(ts.seed),
-                       Int(static_cast<int64_t>(ts.milestones.size())), tms, tds,
-                       Exact(ts.slope)});
+                       Int(static_cast<int64_t>(ts.milestones.size())), tms, tds, Exact(ts.slope)});
     }
   }
   files["trend.csv"] = trend.text();
@@ -688,8 +766,7 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
   Csv depth({"scale", "arm", "milestone_tokens", "has_js", "n", "seeds", "js_mean_nats",
              "js_mean_nats_sd", "js_mean_bits", "js_mean_sqrt", "js_mean_multi_source_nats"});
   Csv layers({"scale", "arm", "milestone_tokens", "layer", "sources", "n", "js_nats_mean",
-              "js_nats_sd", "js_bits_mean", "js_sqrt_mean", "entropy_qk_mean",
-              "entropy_v_mean"});
+              "js_nats_sd", "js_bits_mean", "js_sqrt_mean", "entropy_qk_mean", "entropy_v_mean"});
   for (const DepthRow& r : t.depth) {
     std::string seed_list;
     for (uint64_t s : r.seeds) seed_list += (seed_list.empty() ? "" : ";") + Uint(s);
@@ -708,14 +785,13 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
 
   Csv cost({"scale", "arm", "reference_arm", "hardware_kind", "n_throughput",
             "mean_arm_tokens_per_second", "mean_reference_tokens_per_second",
-            "tokens_per_second_ratio", "tokens_per_second_ratio_min",
-            "tokens_per_second_ratio_max", "n_memory", "mean_arm_peak_memory_bytes",
-            "mean_reference_peak_memory_bytes", "peak_memory_ratio", "peak_memory_ratio_min",
-            "peak_memory_ratio_max"});
+            "tokens_per_second_ratio", "tokens_per_second_ratio_min", "tokens_per_second_ratio_max",
+            "n_memory", "mean_arm_peak_memory_bytes", "mean_reference_peak_memory_bytes",
+            "peak_memory_ratio", "peak_memory_ratio_min", "peak_memory_ratio_max"});
   Csv cost_pairs({"scale", "arm", "reference_arm", "hardware_kind", "seed", "arm_job_id",
                   "reference_job_id", "arm_tokens_per_second", "reference_tokens_per_second",
-                  "tokens_per_second_ratio", "arm_peak_memory_bytes",
-                  "reference_peak_memory_bytes", "peak_memory_ratio"});
+                  "tokens_per_second_ratio", "arm_peak_memory_bytes", "reference_peak_memory_bytes",
+                  "peak_memory_ratio"});
   for (const CostRow& r : t.cost) {
     cost.Add({r.scale, r.arm, r.reference_arm, r.hardware_kind, Int(r.n_throughput),
               Exact(r.mean_arm_tokens_per_second), Exact(r.mean_reference_tokens_per_second),
@@ -725,8 +801,8 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
               Exact(r.peak_memory_ratio), Exact(r.peak_memory_ratio_min),
               Exact(r.peak_memory_ratio_max)});
     for (const CostPair& p : r.pairs) {
-      cost_pairs.Add({r.scale, r.arm, r.reference_arm, r.hardware_kind, Uint(p.seed),
-                      p.arm_job_id, p.reference_job_id, Exact(p.arm_tokens_per_second),
+      cost_pairs.Add({r.scale, r.arm, r.reference_arm, r.hardware_kind, Uint(p.seed), p.arm_job_id,
+                      p.reference_job_id, Exact(p.arm_tokens_per_second),
                       Exact(p.reference_tokens_per_second), Exact(p.tokens_per_second_ratio),
                       Int64Or(p.arm_peak_memory_bytes), Int64Or(p.reference_peak_memory_bytes),
                       Exact(p.peak_memory_ratio)});
@@ -743,8 +819,8 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
   }
   files["cost_excluded.csv"] = excluded.text();
 
-  Csv missing({"scale", "arm", "seed", "split", "milestone_tokens", "job_id", "job_state",
-               "reason"});
+  Csv missing(
+      {"scale", "arm", "seed", "split", "milestone_tokens", "job_id", "job_state", "reason"});
   for (const MissingEntry& m : t.missing) {
     missing.Add({m.scale, m.arm, Uint(m.seed), m.split, Int(m.milestone_tokens), m.job_id,
                  m.job_state, m.reason});
@@ -814,9 +890,12 @@ Json ToJson(const PairedRow& r) {
                                 {"power_at_n", Num(e.power_at_n)}});
   }
   const WilcoxonResult& w = r.robust.wilcoxon;
-  Json power{{"defined", r.power.defined}, {"alpha", Num(r.power.alpha)},
-             {"power", r.power.power},     {"mde", Num(r.power.mde)},
-             {"mde_ncp", Num(r.power.mde_ncp)}, {"seeds_needed", seeds_needed},
+  Json power{{"defined", r.power.defined},
+             {"alpha", Num(r.power.alpha)},
+             {"power", r.power.power},
+             {"mde", Num(r.power.mde)},
+             {"mde_ncp", Num(r.power.mde_ncp)},
+             {"seeds_needed", seeds_needed},
              {"note", r.power.note}};
   Json robust{{"median", Num(r.robust.median)},
               {"mad", Num(r.robust.mad)},
@@ -975,25 +1054,24 @@ std::string RenderJson(const ReportTables& t) {
                            {"reference_peak_memory_bytes", p.reference_peak_memory_bytes},
                            {"peak_memory_ratio", Num(p.peak_memory_ratio)}});
     }
-    cost.push_back(Json{{"scale", r.scale},
-                        {"arm", r.arm},
-                        {"reference_arm", r.reference_arm},
-                        {"hardware_kind", r.hardware_kind},
-                        {"n_throughput", r.n_throughput},
-                        {"mean_arm_tokens_per_second", Num(r.mean_arm_tokens_per_second)},
-                        {"mean_reference_tokens_per_second",
-                         Num(r.mean_reference_tokens_per_second)},
-                        {"tokens_per_second_ratio", Num(r.tokens_per_second_ratio)},
-                        {"tokens_per_second_ratio_min", Num(r.tokens_per_second_ratio_min)},
-                        {"tokens_per_second_ratio_max", Num(r.tokens_per_second_ratio_max)},
-                        {"n_memory", r.n_memory},
-                        {"mean_arm_peak_memory_bytes", Num(r.mean_arm_peak_memory_bytes)},
-                        {"mean_reference_peak_memory_bytes",
-                         Num(r.mean_reference_peak_memory_bytes)},
-                        {"peak_memory_ratio", Num(r.peak_memory_ratio)},
-                        {"peak_memory_ratio_min", Num(r.peak_memory_ratio_min)},
-                        {"peak_memory_ratio_max", Num(r.peak_memory_ratio_max)},
-                        {"pairs", pairs}});
+    cost.push_back(
+        Json{{"scale", r.scale},
+             {"arm", r.arm},
+             {"reference_arm", r.reference_arm},
+             {"hardware_kind", r.hardware_kind},
+             {"n_throughput", r.n_throughput},
+             {"mean_arm_tokens_per_second", Num(r.mean_arm_tokens_per_second)},
+             {"mean_reference_tokens_per_second", Num(r.mean_reference_tokens_per_second)},
+             {"tokens_per_second_ratio", Num(r.tokens_per_second_ratio)},
+             {"tokens_per_second_ratio_min", Num(r.tokens_per_second_ratio_min)},
+             {"tokens_per_second_ratio_max", Num(r.tokens_per_second_ratio_max)},
+             {"n_memory", r.n_memory},
+             {"mean_arm_peak_memory_bytes", Num(r.mean_arm_peak_memory_bytes)},
+             {"mean_reference_peak_memory_bytes", Num(r.mean_reference_peak_memory_bytes)},
+             {"peak_memory_ratio", Num(r.peak_memory_ratio)},
+             {"peak_memory_ratio_min", Num(r.peak_memory_ratio_min)},
+             {"peak_memory_ratio_max", Num(r.peak_memory_ratio_max)},
+             {"pairs", pairs}});
   }
   j["cost"] = cost;
 

@@ -138,8 +138,8 @@ struct PairedRow {
   std::string arm;
   std::string reference_arm;  // the reference arm, or the control's parent
   std::string kind = "main";
-  std::vector<SeedPair> pairs;  // every expected seed, ascending; incomplete ones included
-  int n_expected = 0;           // pairs.size()
+  std::vector<SeedPair> pairs;           // every expected seed, ascending; incomplete ones included
+  int n_expected = 0;                    // pairs.size()
   double mean_reference_nll = kMissing;  // over complete pairs
   double mean_arm_nll = kMissing;        // over complete pairs
   PairedSummary summary;                 // of the complete pairs' deltas (n = summary.n)
@@ -166,7 +166,7 @@ struct TrendRow {
   std::vector<TrendSeed> seeds;     // every expected seed, ascending
   double gap = kMissing;            // mean Δ at the last milestone with a complete pair
   int64_t gap_milestone_tokens = 0;
-  TrendSummary summary;             // SummarizeSlopes(slopes of the seeds with one, level, gap)
+  TrendSummary summary;  // SummarizeSlopes(slopes of the seeds with one, level, gap)
 };
 
 struct DepthLayer {
@@ -193,8 +193,8 @@ struct DepthRow {
   // Headline: per seed the unweighted mean over layers, then the mean (and sd) over seeds.
   double js_mean_nats = kMissing;  // all layers
   double js_mean_nats_sd = kMissing;
-  double js_mean_bits = kMissing;  // js_mean_nats / ln 2
-  double js_mean_sqrt = kMissing;  // mean over layers of √JS
+  double js_mean_bits = kMissing;               // js_mean_nats / ln 2
+  double js_mean_sqrt = kMissing;               // mean over layers of √JS
   double js_mean_multi_source_nats = kMissing;  // layers with K_l >= 2
 };
 
@@ -267,22 +267,22 @@ struct ReportTables {
   int jobs_total = 0;
   int jobs_ended = 0;
   std::vector<std::string> scales;
-  std::vector<NllTable> nll;            // by scale, split (val by milestone, then test)
-  std::vector<PairedRow> paired;        // main arms: by scale, split, milestone, arm
-  std::vector<PairedRow> controls;      // by scale, control; vs parent, then vs reference
-  std::vector<TrendRow> trend;          // main arms: by scale, arm
-  double target_delta = kMissing;       // ReportInput.target_delta
-  std::vector<DepthRow> depth;          // by scale, arm, milestone
-  std::vector<CostRow> cost;            // by scale, arm, hardware kind
+  std::vector<NllTable> nll;        // by scale, split (val by milestone, then test)
+  std::vector<PairedRow> paired;    // main arms: by scale, split, milestone, arm
+  std::vector<PairedRow> controls;  // by scale, control; vs parent, then vs reference
+  std::vector<TrendRow> trend;      // main arms: by scale, arm
+  double target_delta = kMissing;   // ReportInput.target_delta
+  std::vector<DepthRow> depth;      // by scale, arm, milestone
+  std::vector<CostRow> cost;        // by scale, arm, hardware kind
   std::vector<CostExclusion> cost_excluded;
-  std::vector<MissingEntry> missing;    // by scale, arm, seed, split, milestone
-  std::vector<std::string> notes;       // e.g. duplicate jobs for one cell
+  std::vector<MissingEntry> missing;  // by scale, arm, seed, split, milestone
+  std::vector<std::string> notes;     // e.g. duplicate jobs for one cell
 };
 
 // Builds every table. Each paired row's bootstrap uses `bootstrap_seed` as is, so a row's
 // interval depends only on its deltas (in seed order) and the seed.
-ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed,
-                         int resamples = 10000, double level = 0.95);
+ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int resamples = 10000,
+                         double level = 0.95);
 
 // ---- Renderers ---------------------------------------------------------------------------
 

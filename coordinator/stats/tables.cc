@@ -135,8 +135,8 @@ struct Control {
 // Everything a scale expects.
 struct ScalePlan {
   std::string scale;
-  std::vector<uint64_t> seeds;       // ascending
-  std::vector<int64_t> milestones;   // ascending, main arms
+  std::vector<uint64_t> seeds;      // ascending
+  std::vector<int64_t> milestones;  // ascending, main arms
   bool expects_test = false;
   std::map<std::string, int64_t> control_milestone;  // by control arm
 };
@@ -453,8 +453,8 @@ void AddCost(const std::string& scale, const std::string& arm, const std::string
     pair.arm_peak_memory_bytes = a->peak_memory_bytes;
     pair.reference_peak_memory_bytes = r->peak_memory_bytes;
     if (mem) {
-      pair.peak_memory_ratio = static_cast<double>(a->peak_memory_bytes) /
-                               static_cast<double>(r->peak_memory_bytes);
+      pair.peak_memory_ratio =
+          static_cast<double>(a->peak_memory_bytes) / static_cast<double>(r->peak_memory_bytes);
     }
     CostRow& row = by_kind[a->hardware_kind];
     row.hardware_kind = a->hardware_kind;
@@ -518,7 +518,8 @@ ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int 
   for (const Control& c : controls) {
     auto it = std::find(arms.begin(), arms.end(), c.arm);
     if (it != arms.end() && c.arm != reference) {
-      out.notes.push_back("arm " + c.arm + " is both a main arm and a control; treated as a control");
+      out.notes.push_back("arm " + c.arm +
+                          " is both a main arm and a control; treated as a control");
       arms.erase(it);
     }
   }
@@ -624,10 +625,10 @@ ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int 
       const std::vector<NllCell> control_cells =
           ControlCells(scale, c.arm, plan.seeds, milestone, index);
       const std::string parent = c.parent_arm.empty() ? reference : c.parent_arm;
-      out.controls.push_back(MakePairedRow(
-          scale, kSplitVal, milestone, c.arm, parent, "control_vs_parent", plan.seeds,
-          control_cells, ControlCells(scale, parent, plan.seeds, milestone, index),
-          bootstrap_seed, resamples, level, input.target_delta));
+      out.controls.push_back(
+          MakePairedRow(scale, kSplitVal, milestone, c.arm, parent, "control_vs_parent", plan.seeds,
+                        control_cells, ControlCells(scale, parent, plan.seeds, milestone, index),
+                        bootstrap_seed, resamples, level, input.target_delta));
       if (parent != reference) {
         out.controls.push_back(MakePairedRow(
             scale, kSplitVal, milestone, c.arm, reference, "control_vs_reference", plan.seeds,
@@ -683,7 +684,8 @@ ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int 
     }
 
     // Cost: every arm but the reference, controls included.
-    for (size_t a = 1; a < arms.size(); ++a) AddCost(scale, arms[a], reference, plan.seeds, index, out);
+    for (size_t a = 1; a < arms.size(); ++a)
+      AddCost(scale, arms[a], reference, plan.seeds, index, out);
     for (const Control& c : controls) {
       if (c.arm != reference) AddCost(scale, c.arm, reference, plan.seeds, index, out);
     }

@@ -51,7 +51,8 @@ StatusOr<pb::SweepSpec> ParseSweepTextProto(std::string_view text);
 // "<sweep_id>/" prefix (the offline `rdattn validate`); JobSpec.run is the *resolved* RunSpec
 // (RunSpecFromConfig of the parsed config: every default and recipe value explicit), so the
 // coordinator and the client read total tokens, milestones and world size from it directly.
-StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec, const std::string& sweep_id);
+StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
+                                               const std::string& sweep_id);
 
 // --- Sweep defaults, shared by ExpandSweep, the coordinator and the client -------------------
 

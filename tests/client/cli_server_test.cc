@@ -4,7 +4,6 @@
 // server errors to "rdattn: CODE: message" and exit codes.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -122,7 +121,8 @@ class FakeSweepService final : public pb::SweepService::Service {
     }
     if (req->omit_files()) return grpc::Status::OK;
     // Rendered files, as the coordinator returns them; the client keeps those of its --format.
-    auto file = [resp](const std::string& name, const std::string& content, const std::string& type) {
+    auto file = [resp](const std::string& name, const std::string& content,
+                       const std::string& type) {
       pb::ReportFile* f = resp->add_files();
       f->set_name(name);
       f->set_content(content);
@@ -396,7 +396,8 @@ std::string Slurp(const std::string& path) {
 
 TEST_F(CliServerTest, ReportWritesFilesOfItsFormat) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / ("rdattn-report-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("rdattn-report-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const std::string out = (dir / "out").string();  // created by the command
 

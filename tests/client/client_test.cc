@@ -14,8 +14,8 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/settings.h"
-#include "common/sha256.h"
 #include "client/watch_printer.h"
+#include "common/sha256.h"
 
 namespace rdattn::client {
 namespace {
@@ -166,7 +166,8 @@ TEST(SettingsTest, ErrorsNameTheirSource) {
   EXPECT_NE(bad_timeout.status().message().find("--timeout"), std::string::npos);
 }
 
-// --- The request id (SHA-256 itself is tested in tests/data/sha256_test.cc) --------------------------------------------------------------
+// --- The request id (SHA-256 itself is tested in tests/data/sha256_test.cc)
+// --------------------------------------------------------------
 
 TEST(RequestIdTest, SameFileAndOwnerSameId) {
   const std::string a = DefaultRequestId("name: x\n", "", "tok");

@@ -214,7 +214,8 @@ TEST(ParseSweepYamlTest, DuplicateKeysAndSyntaxErrors) {
   const auto syntax = Errors(ParseSweepYaml("name: x\n  bad: [\n"));
   ASSERT_EQ(syntax.size(), 1u);
   EXPECT_EQ(syntax[0].rfind("line 2, column", 0), 0u) << syntax[0];
-  EXPECT_ERROR(Errors(ParseSweepYaml("- a\n- b\n")), "SweepSpec: expected a mapping of SweepSpec fields, got a list");
+  EXPECT_ERROR(Errors(ParseSweepYaml("- a\n- b\n")),
+               "SweepSpec: expected a mapping of SweepSpec fields, got a list");
   EXPECT_ERROR(Errors(ParseSweepYaml("name: a\n---\nname: b\n")), "one YAML document");
 }
 

@@ -54,7 +54,8 @@ void Report(Communicator& comm, const std::string& what, double bytes, std::vect
     return;
   }
   std::sort(t.begin(), t.end());
-  const double median = t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+  const double median =
+      t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
   const int w = comm.world_size();
   // Bus bandwidth as nccl-tests defines it for all-reduce: algbw * 2 (w - 1) / w.
   const double algbw = bytes / median / 1e9;

@@ -84,11 +84,11 @@ TEST(MpiCommTest, BroadcastFromRootZeroAndRootOne) {
 // Gradients whose mean over ranks is exact: rank r holds base + r, the mean is base + (W-1)/2.
 std::vector<at::Tensor> RankGrads() {
   std::vector<at::Tensor> g;
-  g.push_back(at::arange(64, at::kFloat).view({8, 8}) + Rank());            // 256 B
-  g.push_back(at::arange(10, at::kDouble) * 3 + Rank());                    // 80 B
-  g.push_back((at::arange(12, at::kFloat).view({3, 4}) + Rank()).t());      // non-contiguous
-  g.push_back(at::full({}, 5.0, at::kDouble) + Rank());                      // scalar
-  g.push_back(at::arange(1000, at::kFloat) - 500 + Rank());                 // 4000 B
+  g.push_back(at::arange(64, at::kFloat).view({8, 8}) + Rank());           // 256 B
+  g.push_back(at::arange(10, at::kDouble) * 3 + Rank());                   // 80 B
+  g.push_back((at::arange(12, at::kFloat).view({3, 4}) + Rank()).t());     // non-contiguous
+  g.push_back(at::full({}, 5.0, at::kDouble) + Rank());                    // scalar
+  g.push_back(at::arange(1000, at::kFloat) - 500 + Rank());                // 4000 B
   g.push_back(at::arange(6, at::kDouble).view({1, 2, 3}) + 100 + Rank());  // 48 B
   return g;
 }
@@ -152,15 +152,15 @@ TEST(MpiCommTest, VerifyEqualFailsOnEveryRankWhenOneRankDiffers) {
   if (Rank() == bad) p[0].detach().view(-1)[3] = 1e-12;
   const Status s = VerifyEqual(*g_comm, p);
   EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
-  const std::string want = "parameters differ across ranks: rank " + std::to_string(bad) +
-                           " checksum 0x";
+  const std::string want =
+      "parameters differ across ranks: rank " + std::to_string(bad) + " checksum 0x";
   EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(" vs rank 0 0x"), std::string::npos) << s.message();
   // Every rank returned the same message: check it with the function under test.
   const std::string& m = s.message();
-  at::Tensor bytes = at::from_blob(const_cast<char*>(m.data()), {static_cast<int64_t>(m.size())},
-                                   at::kByte)
-                         .clone();
+  at::Tensor bytes =
+      at::from_blob(const_cast<char*>(m.data()), {static_cast<int64_t>(m.size())}, at::kByte)
+          .clone();
   at::Tensor length = at::full({1}, static_cast<int64_t>(m.size()), at::kLong);
   EXPECT_TRUE(VerifyEqual(*g_comm, {length}).ok());
   EXPECT_TRUE(VerifyEqual(*g_comm, {bytes}).ok()) << "rank " << Rank() << ": " << m;

@@ -56,14 +56,14 @@ at::Tensor Distinct(int k, at::IntArrayRef sizes, at::ScalarType dtype) {
 
 std::vector<at::Tensor> MixedGrads() {
   std::vector<at::Tensor> g;
-  g.push_back(Distinct(0, {7, 5}, at::kFloat));    // 140 B
-  g.push_back(Distinct(1, {13}, at::kDouble));     // 104 B
+  g.push_back(Distinct(0, {7, 5}, at::kFloat));      // 140 B
+  g.push_back(Distinct(1, {13}, at::kDouble));       // 104 B
   g.push_back(Distinct(2, {4, 3}, at::kFloat).t());  // non-contiguous [3, 4], 48 B
-  g.push_back(Distinct(3, {}, at::kFloat));        // scalar, 4 B
-  g.push_back(Distinct(4, {0, 3}, at::kDouble));   // empty
+  g.push_back(Distinct(3, {}, at::kFloat));          // scalar, 4 B
+  g.push_back(Distinct(4, {0, 3}, at::kDouble));     // empty
   g.push_back(Distinct(5, {2, 2, 2}, at::kDouble));  // 64 B
-  g.push_back(Distinct(6, {100}, at::kFloat));     // 400 B
-  g.push_back(Distinct(7, {3}, at::kDouble));      // 24 B
+  g.push_back(Distinct(6, {100}, at::kFloat));       // 400 B
+  g.push_back(Distinct(7, {3}, at::kDouble));        // 24 B
   return g;
 }
 
@@ -142,8 +142,8 @@ TEST(PlanBucketsTest, GroupsByDtypeInOrderWithinTheByteLimit) {
 }
 
 TEST(BucketsTest, MeanGradientsRoundTripsThroughAnyBucketSize) {
-  for (int64_t bucket_bytes : {int64_t{1}, int64_t{16}, int64_t{64}, int64_t{200},
-                               int64_t{1000}, kDefaultBucketBytes}) {
+  for (int64_t bucket_bytes :
+       {int64_t{1}, int64_t{16}, int64_t{64}, int64_t{200}, int64_t{1000}, kDefaultBucketBytes}) {
     SCOPED_TRACE("bucket_bytes=" + std::to_string(bucket_bytes));
     FakeFourRanks fake;
     std::vector<at::Tensor> g = MixedGrads();
@@ -280,9 +280,9 @@ TEST(FactoryTest, LocalAndAuto) {
 }
 
 TEST(LauncherEnvTest, ReadsTheFirstValidVariable) {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE",
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                        "LOCAL_RANK"}) {
+  for (const char* v :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
     unsetenv(v);
   }
   EXPECT_EQ(LauncherWorldSize(), 1);

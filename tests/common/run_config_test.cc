@@ -591,14 +591,30 @@ TEST(RunConfigTest, EveryEnumValueIsWrittenBackAndParsesBack) {
     std::string backend, device, precision, lr_decay_proto;
   };
   const Case cases[] = {
-      {{{"backend", "auto"}, {"device", "auto"}, {"precision", "auto"}}, "cosine",
-       "BACKEND_AUTO", "DEVICE_UNSPECIFIED", "PRECISION_UNSPECIFIED", "LR_DECAY_COSINE"},
-      {{{"backend", "local"}, {"device", "cpu"}, {"precision", "fp32"}}, "linear",
-       "BACKEND_LOCAL", "DEVICE_CPU", "PRECISION_FP32", "LR_DECAY_LINEAR"},
-      {{{"backend", "mpi"}, {"device", "cpu"}, {"precision", "fp64"}}, "constant",
-       "BACKEND_MPI", "DEVICE_CPU", "PRECISION_FP64", "LR_DECAY_CONSTANT"},
-      {{{"backend", "nccl"}, {"device", "cuda"}, {"precision", "bf16"}}, "cosine",
-       "BACKEND_NCCL", "DEVICE_CUDA", "PRECISION_BF16", "LR_DECAY_COSINE"},
+      {{{"backend", "auto"}, {"device", "auto"}, {"precision", "auto"}},
+       "cosine",
+       "BACKEND_AUTO",
+       "DEVICE_UNSPECIFIED",
+       "PRECISION_UNSPECIFIED",
+       "LR_DECAY_COSINE"},
+      {{{"backend", "local"}, {"device", "cpu"}, {"precision", "fp32"}},
+       "linear",
+       "BACKEND_LOCAL",
+       "DEVICE_CPU",
+       "PRECISION_FP32",
+       "LR_DECAY_LINEAR"},
+      {{{"backend", "mpi"}, {"device", "cpu"}, {"precision", "fp64"}},
+       "constant",
+       "BACKEND_MPI",
+       "DEVICE_CPU",
+       "PRECISION_FP64",
+       "LR_DECAY_CONSTANT"},
+      {{{"backend", "nccl"}, {"device", "cuda"}, {"precision", "bf16"}},
+       "cosine",
+       "BACKEND_NCCL",
+       "DEVICE_CUDA",
+       "PRECISION_BF16",
+       "LR_DECAY_COSINE"},
   };
   for (const Case& c : cases) {
     json spec = Minimal();

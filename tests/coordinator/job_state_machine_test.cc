@@ -32,7 +32,8 @@ std::map<std::pair<S, E>, std::optional<Expect>> Table() {
   t[{S::kPending, E::kLease}] = Expect{S::kLeased, {A::kOpenAttempt}};
   t[{S::kPending, E::kCancel}] = Expect{S::kCancelled, {A::kFinish}};
   for (S held : {S::kLeased, S::kRunning}) {
-    t[{held, E::kStart}] = held == S::kLeased ? Expect{S::kRunning, {A::kMarkStarted}} : Expect{S::kRunning, {}};
+    t[{held, E::kStart}] =
+        held == S::kLeased ? Expect{S::kRunning, {A::kMarkStarted}} : Expect{S::kRunning, {}};
     t[{held, E::kCompleteSucceeded}] = Expect{S::kSucceeded, {A::kCloseAttempt, A::kFinish}};
     t[{held, E::kCompleteFailed}] = Expect{S::kPending, {A::kCloseAttempt, A::kRecordFailure}};
     t[{held, E::kLeaseExpired}] = Expect{S::kPending, {A::kCloseAttempt, A::kRecordFailure}};
@@ -43,7 +44,9 @@ std::map<std::pair<S, E>, std::optional<Expect>> Table() {
   return t;
 }
 
-std::string Name(S s, E e) { return std::string(JobStateName(s)) + " x " + std::string(JobEventName(e)); }
+std::string Name(S s, E e) {
+  return std::string(JobStateName(s)) + " x " + std::string(JobEventName(e));
+}
 
 TEST(JobStateMachineTest, EveryStateEventPair) {
   const auto table = Table();
@@ -104,7 +107,8 @@ TEST(JobStateMachineTest, FailureOrExpiryAfterLastAttemptIsFailed) {
 
 TEST(JobStateMachineTest, PendingCancelTurnsEveryEndIntoCancelled) {
   for (S held : {S::kLeased, S::kRunning}) {
-    for (E e : {E::kCompleteFailed, E::kLeaseExpired, E::kCompletePreempted, E::kCompleteCancelled}) {
+    for (E e :
+         {E::kCompleteFailed, E::kLeaseExpired, E::kCompletePreempted, E::kCompleteCancelled}) {
       SCOPED_TRACE(Name(held, e));
       StatusOr<TransitionResult> got = Transition(held, e, {1, 3, true});
       ASSERT_TRUE(got.ok());

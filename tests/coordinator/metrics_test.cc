@@ -73,13 +73,15 @@ class Scrape {
   }
 
   // The value of one series, or nullopt when it is not exported.
-  std::optional<double> Get(const std::string& name, const std::map<std::string, std::string>& labels = {}) const {
+  std::optional<double> Get(const std::string& name,
+                            const std::map<std::string, std::string>& labels = {}) const {
     auto it = values_.find(Key(name, labels));
     if (it == values_.end()) return std::nullopt;
     return it->second;
   }
   // Whether any series of `name` has label `label` = `value`.
-  bool HasSeriesWith(const std::string& name, const std::string& label, const std::string& value) const {
+  bool HasSeriesWith(const std::string& name, const std::string& label,
+                     const std::string& value) const {
     const std::string needle = label + "=\"" + value + "\"";
     for (const auto& [key, v] : values_) {
       if (key.rfind(name + "{", 0) == 0 && key.find(needle) != std::string::npos) return true;
@@ -89,7 +91,8 @@ class Scrape {
   const std::string& text() const { return text_; }
 
  private:
-  static std::string Key(const std::string& name, const std::map<std::string, std::string>& labels) {
+  static std::string Key(const std::string& name,
+                         const std::map<std::string, std::string>& labels) {
     std::string key = name + "{";
     for (const auto& [k, v] : labels) key += k + "=\"" + v + "\",";
     return key + "}";
@@ -111,15 +114,18 @@ class MetricsHarness {
     core_ = std::make_unique<Core>(std::move(*store), &clock_, co, &metrics_);
     collector_ = std::make_shared<StateCollector>(core_.get(), retention);
     if (auth) {
-      auth_ = Authenticator({{kResearcher, Role::kResearcher, "alice"}, {kWorkerToken, Role::kWorker, "node-1"}});
+      auth_ = Authenticator(
+          {{kResearcher, Role::kResearcher, "alice"}, {kWorkerToken, Role::kWorker, "node-1"}});
     }
     ServerOptions so;
     so.listen = "127.0.0.1:0";
     so.metrics = &metrics_;
-    StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(core_.get(), &auth_, so);
+    StatusOr<std::unique_ptr<CoordinatorServer>> server =
+        CoordinatorServer::Start(core_.get(), &auth_, so);
     EXPECT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials());
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
     sweeps_ = pb::SweepService::NewStub(channel_);
     workers_ = pb::WorkerService::NewStub(channel_);
   }
@@ -137,7 +143,8 @@ class MetricsHarness {
     return ctx;
   }
 
-  std::string Submit(const pb::SweepSpec& spec, const std::string& request_id, const std::string& token = "") {
+  std::string Submit(const pb::SweepSpec& spec, const std::string& request_id,
+                     const std::string& token = "") {
     pb::SubmitSweepRequest req;
     req.set_request_id(request_id);
     *req.mutable_spec() = spec;
@@ -158,7 +165,8 @@ class MetricsHarness {
     EXPECT_TRUE(st.ok()) << st.error_message();
   }
 
-  pb::LeaseJobResponse Lease(const std::string& worker, int free_slots, const std::string& token = "") {
+  pb::LeaseJobResponse Lease(const std::string& worker, int free_slots,
+                             const std::string& token = "") {
     pb::LeaseJobRequest req;
     req.set_worker_id(worker);
     req.set_free_slots(free_slots);
@@ -187,8 +195,8 @@ class MetricsHarness {
   // Sends the events with these seqs on one ReportProgress stream; returns events_stored.
   // Events of the given seqs, TRAIN_STEPs except that `eval_seq` is the KIND_EVAL of milestone
   // `eval_milestone` (a job is SUCCEEDED only with every milestone's val NLL).
-  int64_t Report(const std::string& lease_id, const std::vector<uint64_t>& seqs, const std::string& token = "",
-                 uint64_t eval_seq = 0, int64_t eval_milestone = 0) {
+  int64_t Report(const std::string& lease_id, const std::vector<uint64_t>& seqs,
+                 const std::string& token = "", uint64_t eval_seq = 0, int64_t eval_milestone = 0) {
     pb::ReportProgressResponse resp;
     auto ctx = Ctx(token);
     auto w = workers_->ReportProgress(ctx.get(), &resp);
@@ -232,8 +240,8 @@ class MetricsHarness {
     grpc::Slice empty("");
     grpc::ByteBuffer request(&empty, 1), response;
     std::promise<grpc::Status> result;
-    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                      [&](grpc::Status st) { result.set_value(st); });
+    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &response, [&](grpc::Status st) { result.set_value(st); });
     return result.get_future().get();
   }
 
@@ -262,7 +270,8 @@ class MetricsHarness {
 using Labels = std::map<std::string, std::string>;
 
 TEST(MetricsTest, DurationBucketsAndCodeNames) {
-  const std::vector<double> want = {0.001, 0.004, 0.016, 0.064, 0.256, 1.024, 4.096, 16.384, 65.536, 262.144};
+  const std::vector<double> want = {0.001, 0.004, 0.016,  0.064,  0.256,
+                                    1.024, 4.096, 16.384, 65.536, 262.144};
   const std::vector<double> got = GrpcDurationBuckets();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
@@ -297,7 +306,8 @@ TEST(MetricsTest, ExactValuesThroughAJobLifeCycle) {
   pb::SubmitSweepResponse anon_resp;
   EXPECT_EQ(h.sweeps().SubmitSweep(MetricsHarness::Ctx().get(), anon, &anon_resp).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  const std::string sweep = h.Submit(TinySweep({1, 2}, 3, {12288}, "metrics-test"), "req-1", kResearcher);
+  const std::string sweep =
+      h.Submit(TinySweep({1, 2}, 3, {12288}, "metrics-test"), "req-1", kResearcher);
   ASSERT_FALSE(sweep.empty());
 
   h.Register("wk-a", 4, kWorkerToken);
@@ -332,7 +342,9 @@ TEST(MetricsTest, ExactValuesThroughAJobLifeCycle) {
     EXPECT_EQ(s.Get("rdattn_worker_slots", {{"worker", "wk-a"}, {"state", "free"}}), 3.0);
     EXPECT_EQ(s.Get("rdattn_worker_slots", {{"worker", "wk-a"}, {"state", "busy"}}), 1.0);
   }
-  EXPECT_EQ(h.Report(l1.lease_id(), {1, 2, 3}, kWorkerToken, /*eval_seq=*/3, /*eval_milestone=*/12288), 3);
+  EXPECT_EQ(
+      h.Report(l1.lease_id(), {1, 2, 3}, kWorkerToken, /*eval_seq=*/3, /*eval_milestone=*/12288),
+      3);
   EXPECT_EQ(h.Report(l1.lease_id(), {3}, kWorkerToken), 0);  // a resend is not stored again
   EXPECT_EQ(h.Collect().Get("rdattn_metric_events_stored_total"), 3.0);
   EXPECT_FALSE(h.Complete(l1, "wk-a", pb::JOB_OUTCOME_SUCCEEDED, kWorkerToken).will_retry());
@@ -371,25 +383,35 @@ TEST(MetricsTest, ExactValuesThroughAJobLifeCycle) {
   EXPECT_EQ(s.Get("rdattn_workers", {{"state", "lost"}}), 1.0);
   EXPECT_EQ(s.Get("rdattn_worker_slots", {{"worker", "wk-a"}, {"state", "free"}}), 4.0);
   EXPECT_EQ(s.Get("rdattn_worker_slots", {{"worker", "wk-a"}, {"state", "busy"}}), 0.0);
-  EXPECT_FALSE(s.HasSeriesWith("rdattn_worker_slots", "worker", "wk-b")) << "a lost worker keeps slot series";
+  EXPECT_FALSE(s.HasSeriesWith("rdattn_worker_slots", "worker", "wk-b"))
+      << "a lost worker keeps slot series";
   EXPECT_EQ(s.Get("rdattn_lease_expiries_total"), 1.0);
   EXPECT_EQ(s.Get("rdattn_job_retries_total"), 2.0);  // the failure and the expiry
   EXPECT_EQ(s.Get("rdattn_metric_events_stored_total"), 3.0);
 
   // RPCs: by short method name and status code name.
   EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "SubmitSweep"}, {"code", "OK"}}), 1.0);
-  EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "SubmitSweep"}, {"code", "UNAUTHENTICATED"}}), 1.0);
-  EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "RegisterWorker"}, {"code", "OK"}}), 2.0);
+  EXPECT_EQ(
+      s.Get("rdattn_grpc_requests_total", {{"method", "SubmitSweep"}, {"code", "UNAUTHENTICATED"}}),
+      1.0);
+  EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "RegisterWorker"}, {"code", "OK"}}),
+            2.0);
   EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "LeaseJob"}, {"code", "OK"}}), 3.0);
   EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "Heartbeat"}, {"code", "OK"}}), 2.0);
-  EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "ReportProgress"}, {"code", "OK"}}), 2.0);
+  EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "ReportProgress"}, {"code", "OK"}}),
+            2.0);
   EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "CompleteJob"}, {"code", "OK"}}), 2.0);
   EXPECT_EQ(s.Get("rdattn_grpc_requests_total", {{"method", "Check"}, {"code", "OK"}}), 1.0);
   EXPECT_EQ(s.Get("rdattn_grpc_request_duration_seconds_count", {{"method", "SubmitSweep"}}), 2.0);
-  EXPECT_EQ(s.Get("rdattn_grpc_request_duration_seconds_bucket", {{"method", "SubmitSweep"}, {"le", "+Inf"}}), 2.0);
-  EXPECT_TRUE(s.Get("rdattn_grpc_request_duration_seconds_bucket", {{"method", "SubmitSweep"}, {"le", "262.144"}}))
-      << "missing the last bucket:\n" << s.text();
-  EXPECT_TRUE(s.Get("rdattn_grpc_request_duration_seconds_bucket", {{"method", "SubmitSweep"}, {"le", "0.001"}}));
+  EXPECT_EQ(s.Get("rdattn_grpc_request_duration_seconds_bucket",
+                  {{"method", "SubmitSweep"}, {"le", "+Inf"}}),
+            2.0);
+  EXPECT_TRUE(s.Get("rdattn_grpc_request_duration_seconds_bucket",
+                    {{"method", "SubmitSweep"}, {"le", "262.144"}}))
+      << "missing the last bucket:\n"
+      << s.text();
+  EXPECT_TRUE(s.Get("rdattn_grpc_request_duration_seconds_bucket",
+                    {{"method", "SubmitSweep"}, {"le", "0.001"}}));
   EXPECT_EQ(s.text().find("rdattn_grpc_requests_total{code=\"OK\",method=\"/"), std::string::npos)
       << "full method names leaked into the label";
 }
@@ -418,7 +440,8 @@ TEST(MetricsTest, TerminalSweepSeriesLeaveAfterTheRetention) {
 
   h.clock().Advance(absl::Seconds(299));
   s = h.Collect();
-  EXPECT_EQ(s.Get("rdattn_sweep_jobs", {{"sweep", done}, {"state", "cancelled"}}), 2.0) << "gone before the retention";
+  EXPECT_EQ(s.Get("rdattn_sweep_jobs", {{"sweep", done}, {"state", "cancelled"}}), 2.0)
+      << "gone before the retention";
 
   h.clock().Advance(absl::Seconds(2));
   s = h.Collect();
@@ -504,7 +527,8 @@ std::string HttpGet(int port, const std::string& path) {
 TEST(MetricsTest, ExposerServesMetricsOverHttp) {
   MetricsHarness h(/*auth=*/false);
   const std::string sweep = h.Submit(TinySweep({1}, 1, {12288}, "metrics-test"), "req-1");
-  StatusOr<std::unique_ptr<MetricsExposer>> exposer = MetricsExposer::Start("127.0.0.1:0", h.collectables());
+  StatusOr<std::unique_ptr<MetricsExposer>> exposer =
+      MetricsExposer::Start("127.0.0.1:0", h.collectables());
   ASSERT_TRUE(exposer.ok()) << exposer.status().ToString();
   const int port = (*exposer)->port();
   ASSERT_GT(port, 0);
@@ -526,13 +550,16 @@ TEST(MetricsTest, ExposerServesMetricsOverHttp) {
       MetricsExposer::Start("127.0.0.1:" + std::to_string(port), h.collectables());
   ASSERT_FALSE(busy.ok());
   EXPECT_EQ(busy.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(busy.status().message().find("--metrics-listen"), std::string::npos) << busy.status().ToString();
+  EXPECT_NE(busy.status().message().find("--metrics-listen"), std::string::npos)
+      << busy.status().ToString();
   // Malformed addresses.
-  for (const char* bad : {"127.0.0.1", "127.0.0.1:", ":9401", "127.0.0.1:http", "127.0.0.1:70000"}) {
+  for (const char* bad :
+       {"127.0.0.1", "127.0.0.1:", ":9401", "127.0.0.1:http", "127.0.0.1:70000"}) {
     StatusOr<std::unique_ptr<MetricsExposer>> st = MetricsExposer::Start(bad, h.collectables());
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(st.status().message().find("--metrics-listen"), std::string::npos) << st.status().ToString();
+    EXPECT_NE(st.status().message().find("--metrics-listen"), std::string::npos)
+        << st.status().ToString();
   }
 }
 

@@ -182,8 +182,8 @@ TEST(ReportTest, PairsPerSeedAndListsMissingPartners) {
   EXPECT_LE(at6k->bootstrap_ci_high(), -0.1 + 1e-12);
   EXPECT_LT(at6k->bootstrap_ci_low(), at6k->bootstrap_ci_high());
   EXPECT_NEAR(at6k->ppl_change_of_mean_delta(), std::expm1(-0.2), 1e-12);
-  EXPECT_NEAR(at6k->mean_ppl_change(),
-              (std::expm1(-0.1) + std::expm1(-0.2) + std::expm1(-0.3)) / 3, 1e-12);
+  EXPECT_NEAR(at6k->mean_ppl_change(), (std::expm1(-0.1) + std::expm1(-0.2) + std::expm1(-0.3)) / 3,
+              1e-12);
   EXPECT_NEAR(at6k->pairs(2).ppl_change(), std::expm1(-0.3), 1e-12);
 
   // tied vs its parent rd: +0.05 for every seed; and vs the reference block.
@@ -351,9 +351,9 @@ TEST(ReportTest, FullReportWithRenderedFiles) {
     EXPECT_EQ(f->media_type(), "image/png");
     EXPECT_TRUE(IsPng(f->content())) << png;
   }
-  for (const char* csv : {"nll.csv", "paired.csv", "paired_seeds.csv", "controls.csv",
-                          "depth.csv", "depth_layers.csv", "cost.csv", "missing.csv",
-                          "trend.csv", "trend_seeds.csv"}) {
+  for (const char* csv :
+       {"nll.csv", "paired.csv", "paired_seeds.csv", "controls.csv", "depth.csv",
+        "depth_layers.csv", "cost.csv", "missing.csv", "trend.csv", "trend_seeds.csv"}) {
     const pb::ReportFile* f = FindFile(resp, csv);
     ASSERT_NE(f, nullptr) << csv;
     EXPECT_EQ(f->media_type(), "text/csv");

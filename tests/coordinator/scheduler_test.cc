@@ -23,7 +23,8 @@ PendingJob Job(const std::string& id, int priority, int64_t order, int world_siz
   return j;
 }
 
-std::string Pick(const std::vector<PendingJob>& jobs, int free_slots, K kind, const ClusterView& cluster = {}) {
+std::string Pick(const std::vector<PendingJob>& jobs, int free_slots, K kind,
+                 const ClusterView& cluster = {}) {
   std::optional<size_t> i = PickJob(jobs, WorkerOffer{free_slots, kind}, cluster);
   return i ? jobs[*i].job_id : "none";
 }
@@ -31,7 +32,8 @@ std::string Pick(const std::vector<PendingJob>& jobs, int free_slots, K kind, co
 TEST(SchedulerTest, NothingPending) { EXPECT_EQ(Pick({}, 8, K::kCpu), "none"); }
 
 TEST(SchedulerTest, HighestPriorityFirstThenOldest) {
-  std::vector<PendingJob> jobs = {Job("old-low", 0, 1), Job("new-high", 5, 3), Job("old-high", 5, 2)};
+  std::vector<PendingJob> jobs = {Job("old-low", 0, 1), Job("new-high", 5, 3),
+                                  Job("old-high", 5, 2)};
   EXPECT_EQ(Pick(jobs, 1, K::kCpu), "old-high");
   jobs = {Job("b", 0, 2), Job("a", 0, 1), Job("c", 0, 3)};
   EXPECT_EQ(Pick(jobs, 1, K::kCpu), "a");
@@ -78,7 +80,8 @@ TEST(SchedulerTest, AffinityBreaksTiesBeforeAgeButNotPriority) {
   ClusterView cluster;
   cluster.group_kinds = {{"warm", {K::kCpu}}};
   cluster.live_workers = {{K::kCpu, 2}};
-  std::vector<PendingJob> jobs = {Job("cold-old", 0, 1, 1, "cold"), Job("warm-new", 0, 5, 1, "warm")};
+  std::vector<PendingJob> jobs = {Job("cold-old", 0, 1, 1, "cold"),
+                                  Job("warm-new", 0, 5, 1, "warm")};
   EXPECT_EQ(Pick(jobs, 1, K::kCpu, cluster), "warm-new");
   jobs.push_back(Job("cold-urgent", 1, 9, 1, "cold2"));
   EXPECT_EQ(Pick(jobs, 1, K::kCpu, cluster), "cold-urgent");

@@ -1,6 +1,8 @@
 // The coordinator's gRPC services, in process: a real grpc::Server on 127.0.0.1:0 with a real
 // SQLite file, called through a client channel. Time for leases comes from a FakeClock, so lease
 // expiry is tested without sleeping; long polls and watches use short real-time waits.
+#include "coordinator/service.h"
+
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -18,7 +20,6 @@
 #include "coordinator/auth.h"
 #include "coordinator/clock.h"
 #include "coordinator/core.h"
-#include "coordinator/service.h"
 #include "coordinator/store.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/test_util.h"
@@ -67,7 +68,8 @@ class Harness {
     }
     ServerOptions so;
     so.listen = "127.0.0.1:0";
-    StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(core_.get(), &auth_, so);
+    StatusOr<std::unique_ptr<CoordinatorServer>> server =
+        CoordinatorServer::Start(core_.get(), &auth_, so);
     EXPECT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     EXPECT_GT(server_->port(), 0);
@@ -95,8 +97,9 @@ class Harness {
     return ctx;
   }
 
-  grpc::Status Submit(const pb::SweepSpec& spec, const std::string& request_id, pb::SubmitSweepResponse* resp,
-                      bool validate_only = false, const std::string& token = "") {
+  grpc::Status Submit(const pb::SweepSpec& spec, const std::string& request_id,
+                      pb::SubmitSweepResponse* resp, bool validate_only = false,
+                      const std::string& token = "") {
     pb::SubmitSweepRequest req;
     req.set_request_id(request_id);
     *req.mutable_spec() = spec;
@@ -122,7 +125,8 @@ class Harness {
     return {};
   }
 
-  std::string Register(const std::string& id = "", pb::HardwareKind kind = pb::HARDWARE_KIND_CPU, int slots = 1) {
+  std::string Register(const std::string& id = "", pb::HardwareKind kind = pb::HARDWARE_KIND_CPU,
+                       int slots = 1) {
     pb::RegisterWorkerRequest req;
     req.set_worker_id(id);
     req.set_hostname("test-host");
@@ -151,7 +155,8 @@ class Harness {
   grpc::Status Report(const std::string& lease_id, const std::vector<pb::MetricEvent>& events,
                       pb::ReportProgressResponse* resp) {
     auto ctx = Ctx();
-    std::unique_ptr<grpc::ClientWriter<pb::ReportProgressRequest>> w = workers_->ReportProgress(ctx.get(), resp);
+    std::unique_ptr<grpc::ClientWriter<pb::ReportProgressRequest>> w =
+        workers_->ReportProgress(ctx.get(), resp);
     for (const pb::MetricEvent& e : events) {
       pb::ReportProgressRequest req;
       req.set_lease_id(lease_id);
@@ -162,8 +167,9 @@ class Harness {
     return w->Finish();
   }
 
-  grpc::Status Complete(const pb::LeaseJobResponse& lease, const std::string& worker, pb::JobOutcome outcome,
-                        pb::CompleteJobResponse* resp, int exit_code = 0, const std::string& stderr_tail = "") {
+  grpc::Status Complete(const pb::LeaseJobResponse& lease, const std::string& worker,
+                        pb::JobOutcome outcome, pb::CompleteJobResponse* resp, int exit_code = 0,
+                        const std::string& stderr_tail = "") {
     pb::CompleteJobRequest req;
     req.set_worker_id(worker);
     req.set_lease_id(lease.lease_id());
@@ -190,13 +196,14 @@ class Harness {
   }
 
   // Every event of a watch from after_seq until the stream ends.
-  grpc::Status Watch(const std::string& sweep_id, uint64_t after_seq, std::vector<pb::WatchEvent>* out,
-                     int seconds = 10) {
+  grpc::Status Watch(const std::string& sweep_id, uint64_t after_seq,
+                     std::vector<pb::WatchEvent>* out, int seconds = 10) {
     pb::WatchSweepRequest req;
     req.set_sweep_id(sweep_id);
     req.set_after_seq(after_seq);
     auto ctx = Ctx("", seconds);
-    std::unique_ptr<grpc::ClientReader<pb::WatchSweepResponse>> r = sweeps_->WatchSweep(ctx.get(), req);
+    std::unique_ptr<grpc::ClientReader<pb::WatchSweepResponse>> r =
+        sweeps_->WatchSweep(ctx.get(), req);
     pb::WatchSweepResponse msg;
     while (r->Read(&msg)) out->push_back(msg.event());
     return r->Finish();
@@ -252,7 +259,8 @@ TEST(ServiceTest, SubmitValidatesStoresAndIsIdempotent) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("seeds"), std::string::npos) << st.error_message();
   EXPECT_NE(st.error_message().find("arms[2]"), std::string::npos) << st.error_message();
-  EXPECT_NE(st.error_message().find("global_batch_tokens"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("global_batch_tokens"), std::string::npos)
+      << st.error_message();
   // A missing request id is named too.
   st = h.Submit(TinySweep(), "", &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -302,7 +310,8 @@ TEST(ServiceTest, SubmitValidatesStoresAndIsIdempotent) {
   pb::GetSweepRequest missing;
   missing.set_sweep_id("sw-00000000");
   pb::GetSweepResponse gr;
-  EXPECT_EQ(h.sweeps().GetSweep(Harness::Ctx().get(), missing, &gr).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(h.sweeps().GetSweep(Harness::Ctx().get(), missing, &gr).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 TEST(ServiceTest, ListSweepsPagesAndFilters) {
@@ -310,7 +319,9 @@ TEST(ServiceTest, ListSweepsPagesAndFilters) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
     pb::SubmitSweepResponse resp;
-    ASSERT_TRUE(h.Submit(TinySweep({static_cast<uint64_t>(i + 1)}), "req-" + std::to_string(i), &resp).ok());
+    ASSERT_TRUE(
+        h.Submit(TinySweep({static_cast<uint64_t>(i + 1)}), "req-" + std::to_string(i), &resp)
+            .ok());
     ids.push_back(resp.sweep().sweep_id());
   }
   pb::ListSweepsRequest req;
@@ -367,11 +378,13 @@ TEST(ServiceTest, LeaseReportCompleteWatchAndReport) {
     pb::MetricEvent step = Event(2, pb::MetricEvent::KIND_TRAIN_STEP, 12);
     step.set_train_loss(3.5);
     step.set_tokens_per_second(1000);
-    std::vector<pb::MetricEvent> events = {init, step,
-                                           Eval(3, 6144, nll(lease.job().seed(), lease.job().arm(), 6144)),
-                                           step /* a resend: stored once */,
-                                           Eval(4, 12288, nll(lease.job().seed(), lease.job().arm(), 12288)),
-                                           Event(5, pb::MetricEvent::KIND_FINISHED, 24)};
+    std::vector<pb::MetricEvent> events = {
+        init,
+        step,
+        Eval(3, 6144, nll(lease.job().seed(), lease.job().arm(), 6144)),
+        step /* a resend: stored once */,
+        Eval(4, 12288, nll(lease.job().seed(), lease.job().arm(), 12288)),
+        Event(5, pb::MetricEvent::KIND_FINISHED, 24)};
     pb::ReportProgressResponse ack;
     grpc::Status st = h.Report(lease.lease_id(), events, &ack);
     ASSERT_TRUE(st.ok()) << st.error_message();
@@ -391,9 +404,11 @@ TEST(ServiceTest, LeaseReportCompleteWatchAndReport) {
     EXPECT_EQ(done.job_state(), pb::JOB_STATE_SUCCEEDED);
     EXPECT_FALSE(done.will_retry());
     // The lease is gone: more events or a second completion are ABORTED.
-    EXPECT_EQ(h.Report(lease.lease_id(), {Event(9, pb::MetricEvent::KIND_TRAIN_STEP)}, &ack).error_code(),
+    EXPECT_EQ(
+        h.Report(lease.lease_id(), {Event(9, pb::MetricEvent::KIND_TRAIN_STEP)}, &ack).error_code(),
+        grpc::StatusCode::ABORTED);
+    EXPECT_EQ(h.Complete(lease, worker, pb::JOB_OUTCOME_SUCCEEDED, &done).error_code(),
               grpc::StatusCode::ABORTED);
-    EXPECT_EQ(h.Complete(lease, worker, pb::JOB_OUTCOME_SUCCEEDED, &done).error_code(), grpc::StatusCode::ABORTED);
   }
   EXPECT_FALSE(h.Lease(worker).has_job());
   pb::SweepStatus final_status = h.Get(sid);
@@ -427,7 +442,8 @@ TEST(ServiceTest, LeaseReportCompleteWatchAndReport) {
     if (e.seq() > mid_seq) expected.push_back(e);
   }
   ASSERT_EQ(rest.size(), expected.size());
-  for (size_t i = 0; i < rest.size(); ++i) EXPECT_TRUE(MessageDifferencer::Equals(rest[i], expected[i]));
+  for (size_t i = 0; i < rest.size(); ++i)
+    EXPECT_TRUE(MessageDifferencer::Equals(rest[i], expected[i]));
   // Resuming past the end of an ended sweep returns at once.
   std::vector<pb::WatchEvent> nothing;
   ASSERT_TRUE(h.Watch(sid, final_status.last_event_seq(), &nothing).ok());
@@ -508,11 +524,13 @@ TEST(ServiceTest, ProgressForUnknownLeaseIsAborted) {
   pb::LeaseJobRequest req;
   req.set_worker_id("wk-unknown");
   pb::LeaseJobResponse resp;
-  EXPECT_EQ(h.workers().LeaseJob(Harness::Ctx().get(), req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(h.workers().LeaseJob(Harness::Ctx().get(), req, &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
   pb::HeartbeatRequest hb;
   hb.set_worker_id("wk-unknown");
   pb::HeartbeatResponse hbr;
-  EXPECT_EQ(h.workers().Heartbeat(Harness::Ctx().get(), hb, &hbr).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(h.workers().Heartbeat(Harness::Ctx().get(), hb, &hbr).error_code(),
+            grpc::StatusCode::NOT_FOUND);
   pb::RegisterWorkerRequest reg;  // no kind, no slots
   pb::RegisterWorkerResponse regr;
   grpc::Status st = h.workers().RegisterWorker(Harness::Ctx().get(), reg, &regr);
@@ -530,7 +548,8 @@ TEST(ServiceTest, LongPollWaitsAndWakesOnSubmit) {
   EXPECT_FALSE(h.Lease(worker, /*wait_ms=*/300).has_job());
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
 
-  std::future<pb::LeaseJobResponse> polled = std::async(std::launch::async, [&] { return h.Lease(worker, 5000); });
+  std::future<pb::LeaseJobResponse> polled =
+      std::async(std::launch::async, [&] { return h.Lease(worker, 5000); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the poll start waiting
   t0 = std::chrono::steady_clock::now();
   pb::SubmitSweepResponse sub;
@@ -647,7 +666,8 @@ TEST(ServiceTest, ExpiredLeaseRequeuesThenFails) {
   pb::JobStatus j = h.Job(sid, job_id);
   EXPECT_EQ(j.state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(j.attempts(), 1);
-  EXPECT_NE(j.failure_reason().find("lease expired on worker " + worker), std::string::npos) << j.failure_reason();
+  EXPECT_NE(j.failure_reason().find("lease expired on worker " + worker), std::string::npos)
+      << j.failure_reason();
   // The old lease is lost for the worker.
   hb = h.Heartbeat(worker, {first.lease_id()});
   ASSERT_EQ(hb.lost_lease_ids_size(), 1);
@@ -796,8 +816,9 @@ TEST(ServiceTest, SucceededOnlyWithEveryResult) {
   const std::string job_id = a1.job().job_id();
   EXPECT_EQ(a1.stored_eval_milestones_size(), 0);
   pb::ReportProgressResponse ack;
-  ASSERT_TRUE(h.Report(a1.lease_id(), {Event(1, pb::MetricEvent::KIND_INIT), Eval(2, 6144, 4.0),
-                                       Event(3, pb::MetricEvent::KIND_FINISHED, 24)},
+  ASSERT_TRUE(h.Report(a1.lease_id(),
+                       {Event(1, pb::MetricEvent::KIND_INIT), Eval(2, 6144, 4.0),
+                        Event(3, pb::MetricEvent::KIND_FINISHED, 24)},
                        &ack)
                   .ok());
   pb::CompleteJobResponse done;
@@ -808,7 +829,8 @@ TEST(ServiceTest, SucceededOnlyWithEveryResult) {
   EXPECT_NE(j.failure_reason().find("reported SUCCEEDED, but the val NLL of milestone(s) 12288"),
             std::string::npos)
       << j.failure_reason();
-  EXPECT_NE(j.failure_reason().find("the test NLL is not stored"), std::string::npos) << j.failure_reason();
+  EXPECT_NE(j.failure_reason().find("the test NLL is not stored"), std::string::npos)
+      << j.failure_reason();
 
   // Attempt 2 is told what is stored; it re-evaluates the rest and finishes with a test NLL.
   pb::LeaseJobResponse a2 = h.Lease(worker);
@@ -819,7 +841,9 @@ TEST(ServiceTest, SucceededOnlyWithEveryResult) {
   pb::MetricEvent fin = Event(3, pb::MetricEvent::KIND_FINISHED, 24);
   fin.set_test_nll(3.25);
   fin.set_eval_tokens(8 * 64);
-  ASSERT_TRUE(h.Report(a2.lease_id(), {Event(1, pb::MetricEvent::KIND_INIT), Eval(2, 12288, 3.0), fin}, &ack).ok());
+  ASSERT_TRUE(h.Report(a2.lease_id(),
+                       {Event(1, pb::MetricEvent::KIND_INIT), Eval(2, 12288, 3.0), fin}, &ack)
+                  .ok());
   ASSERT_TRUE(h.Complete(a2, worker, pb::JOB_OUTCOME_SUCCEEDED, &done).ok());
   EXPECT_EQ(done.job_state(), pb::JOB_STATE_SUCCEEDED);
   j = h.Job(sid, job_id);
@@ -885,7 +909,8 @@ TEST(ServiceTest, AuthCodesRolesAndOwnership) {
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
 }
 

@@ -85,7 +85,8 @@ void ExpectJobsEqual(const JobRow& a, const JobRow& b) {
   EXPECT_EQ(a.update_us, b.update_us);
 }
 
-EventRow Metric(const std::string& sweep, const std::string& job, int attempt, uint64_t seq, double loss) {
+EventRow Metric(const std::string& sweep, const std::string& job, int attempt, uint64_t seq,
+                double loss) {
   EventRow e;
   e.sweep_id = sweep;
   e.job_id = job;
@@ -119,11 +120,13 @@ TEST(StoreTest, RoundTripAcrossReopen) {
     StatusOr<std::string> mode = store.JournalMode();
     ASSERT_TRUE(mode.ok());
     EXPECT_EQ(*mode, "wal");
-    ASSERT_TRUE(store.Transaction([&]() -> Status {
-                       RDATTN_RETURN_IF_ERROR(store.InsertSweep(sweep));
-                       RDATTN_RETURN_IF_ERROR(store.InsertJob(block));
-                       return store.InsertJob(rd);
-                     }).ok());
+    ASSERT_TRUE(store
+                    .Transaction([&]() -> Status {
+                      RDATTN_RETURN_IF_ERROR(store.InsertSweep(sweep));
+                      RDATTN_RETURN_IF_ERROR(store.InsertJob(block));
+                      return store.InsertJob(rd);
+                    })
+                    .ok());
     EXPECT_GT(sweep.seq, 0);
     EXPECT_GT(rd.seq, block.seq);
 

@@ -11,8 +11,8 @@
 namespace rdattn::coordinator::testing {
 
 inline ::rdattn::v1::SweepSpec TinySweep(std::vector<uint64_t> seeds = {1, 2}, int max_attempts = 2,
-                               std::vector<int64_t> milestones_tokens = {6144, 12288},
-                               const std::string& name = "tiny-test") {
+                                         std::vector<int64_t> milestones_tokens = {6144, 12288},
+                                         const std::string& name = "tiny-test") {
   ::rdattn::v1::SweepSpec s;
   s.set_name(name);
   ::rdattn::v1::ScaleSpec* scale = s.add_scales();

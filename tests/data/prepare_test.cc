@@ -1,4 +1,6 @@
 // End-to-end tests of `rdattn-data` (prepare, inspect, encode, decode), run as a subprocess.
+#include "worker/data/prepare.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -7,9 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/data/test_util.h"
-#include "worker/data/prepare.h"
 #include "common/sha256.h"
+#include "tests/data/test_util.h"
 #include "worker/data/shard.h"
 #include "worker/data/split.h"
 #include "worker/data/tokenizer.h"
@@ -52,16 +53,20 @@ void Append(Ids* a, const Ids& b) { a->insert(a->end(), b.begin(), b.end()); }
 void WriteGzip(const std::string& path, const std::string& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
-  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
   ASSERT_EQ(gzclose(f), Z_OK);
 }
 
-nlohmann::json ReadJson(const std::string& path) { return nlohmann::json::parse(ReadFileBytes(path)); }
+nlohmann::json ReadJson(const std::string& path) {
+  return nlohmann::json::parse(ReadFileBytes(path));
+}
 
 // Shard and manifest names in a folder (no temporaries may ever be left).
 std::vector<std::string> Outputs(const std::string& dir) {
   std::vector<std::string> names = ListDir(dir);
-  for (const std::string& n : names) EXPECT_FALSE(Contains(n, ".tmp.")) << "temporary file left: " << n;
+  for (const std::string& n : names)
+    EXPECT_FALSE(Contains(n, ".tmp.")) << "temporary file left: " << n;
   return names;
 }
 
@@ -74,9 +79,10 @@ TEST(PrepareCliTest, FilesSplitWithRolloverAndGzip) {
   WriteFileBytes(dir / "c.txt", c);
   WriteGzip(dir / "d.txt.gz", std::string(d.data(), d.size()));
   const std::string out = dir / "out";
-  const std::string cmd = kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix tiny --shard-tokens 7" +
-                          " --text " + Quote(dir / "a.txt") + " " + Quote(dir / "b.txt") + " " + Quote(dir / "c.txt") +
-                          " " + Quote(dir / "d.txt.gz") + " --val-files " + Quote(dir / "b.txt") +
+  const std::string cmd = kBin + " prepare --tokenizer byte --out " + Quote(out) +
+                          " --prefix tiny --shard-tokens 7" + " --text " + Quote(dir / "a.txt") +
+                          " " + Quote(dir / "b.txt") + " " + Quote(dir / "c.txt") + " " +
+                          Quote(dir / "d.txt.gz") + " --val-files " + Quote(dir / "b.txt") +
                           " --test-files " + Quote(dir / "c.txt") + " --split files";
   const auto r = RunCommand(cmd);
   ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
@@ -112,7 +118,8 @@ TEST(PrepareCliTest, FilesSplitWithRolloverAndGzip) {
   Outputs(out);
 
   // inspect: validates and counts.
-  const auto ins = RunCommand(kBin + " inspect " + Quote(out + "/tiny_val_000000.bin") + " --vocab 257");
+  const auto ins =
+      RunCommand(kBin + " inspect " + Quote(out + "/tiny_val_000000.bin") + " --vocab 257");
   ASSERT_EQ(ins.exit_code, 0) << ins.output;
   EXPECT_TRUE(Contains(ins.output, "7 tokens")) << ins.output;
   EXPECT_TRUE(Contains(ins.output, "1 eot (id 256)")) << ins.output;
@@ -127,15 +134,17 @@ TEST(PrepareCliTest, JsonlHashSplitMatchesSplitOfDocumentAndIsIdempotent) {
   std::string jsonl;
   Ids want[3];
   for (int i = 0; i < 3000; ++i) {
-    const std::string id = "doc-" + std::to_string(i), text = "text number " + std::to_string(i) + "\n";
+    const std::string id = "doc-" + std::to_string(i),
+                      text = "text number " + std::to_string(i) + "\n";
     jsonl += nlohmann::json{{"id", id}, {"text", text}}.dump() + "\n";
     if (i % 500 == 0) jsonl += "\n";  // blank lines are skipped
     Append(&want[static_cast<int>(SplitOfDocument(id))], ByteDoc(text));
   }
   WriteFileBytes(dir / "docs.jsonl", jsonl);
   const std::string out = dir / "out";
-  const std::string cmd = kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix j --shard-tokens 5000" +
-                          " --jsonl " + Quote(dir / "docs.jsonl");
+  const std::string cmd = kBin + " prepare --tokenizer byte --out " + Quote(out) +
+                          " --prefix j --shard-tokens 5000" + " --jsonl " +
+                          Quote(dir / "docs.jsonl");
   const auto r1 = RunCommand(cmd);
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
   const nlohmann::json m = ReadJson(out + "/j.manifest.json");
@@ -162,18 +171,20 @@ TEST(PrepareCliTest, JsonlHashSplitMatchesSplitOfDocumentAndIsIdempotent) {
   EXPECT_EQ(first, second);
 
   // Fewer, larger shards: the old higher-numbered shards are removed.
-  const auto r3 = RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix j --jsonl " +
-                             Quote(dir / "docs.jsonl"));
+  const auto r3 = RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) +
+                             " --prefix j --jsonl " + Quote(dir / "docs.jsonl"));
   ASSERT_EQ(r3.exit_code, 0) << r3.output;
   EXPECT_TRUE(Contains(r3.output, "removed stale shard j_train_000001.bin")) << r3.output;
-  EXPECT_EQ(Outputs(out), (std::vector<std::string>{"j.manifest.json", "j_test_000000.bin", "j_train_000000.bin",
-                                                   "j_val_000000.bin"}));
+  EXPECT_EQ(Outputs(out), (std::vector<std::string>{"j.manifest.json", "j_test_000000.bin",
+                                                    "j_train_000000.bin", "j_val_000000.bin"}));
 }
 
 TEST(PrepareCliTest, JsonlErrorsNameFileAndLineAndPublishNothing) {
   TempDir dir;
   WriteFileBytes(dir / "ok.jsonl", "{\"id\": \"a\", \"text\": \"x\"}\n");
-  WriteFileBytes(dir / "bad.jsonl", "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": 7, \"text\": \"y\"}\n{\"text\": \"no id\"}\n");
+  WriteFileBytes(
+      dir / "bad.jsonl",
+      "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": 7, \"text\": \"y\"}\n{\"text\": \"no id\"}\n");
   WriteFileBytes(dir / "badjson.jsonl", "{\"id\": \"a\", \"text\": \"x\"}\n{nope\n");
   WriteFileBytes(dir / "notext.jsonl", "{\"id\": \"a\"}\n");
   const std::string out = dir / "out";
@@ -184,20 +195,22 @@ TEST(PrepareCliTest, JsonlErrorsNameFileAndLineAndPublishNothing) {
   for (const Case& c : {Case{"bad.jsonl", "bad.jsonl:3: missing \"id\""},
                         Case{"badjson.jsonl", "badjson.jsonl:2: not valid JSON"},
                         Case{"notext.jsonl", "notext.jsonl:1: missing \"text\""}}) {
-    const auto r = RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix p --jsonl " +
-                              Quote(dir / "ok.jsonl") + " " + Quote(dir / c.file));
+    const auto r =
+        RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix p --jsonl " +
+                   Quote(dir / "ok.jsonl") + " " + Quote(dir / c.file));
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_TRUE(Contains(r.output, c.message)) << r.output;
     EXPECT_TRUE(Outputs(out).empty()) << "something was published after an error";
   }
   // An earlier good run is left untouched by a failing one.
-  const auto good = RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix p --jsonl " +
-                               Quote(dir / "ok.jsonl"));
+  const auto good = RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) +
+                               " --prefix p --jsonl " + Quote(dir / "ok.jsonl"));
   ASSERT_EQ(good.exit_code, 0) << good.output;
   const auto before = Outputs(out);
   const std::string manifest = ReadFileBytes(out + "/p.manifest.json");
-  const auto bad = RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix p --jsonl " +
-                              Quote(dir / "ok.jsonl") + " " + Quote(dir / "bad.jsonl"));
+  const auto bad =
+      RunCommand(kBin + " prepare --tokenizer byte --out " + Quote(out) + " --prefix p --jsonl " +
+                 Quote(dir / "ok.jsonl") + " " + Quote(dir / "bad.jsonl"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(Outputs(out), before);
   EXPECT_EQ(ReadFileBytes(out + "/p.manifest.json"), manifest);
@@ -225,28 +238,33 @@ TEST(PrepareCliTest, UsageAndInputErrorsNameTheFlagOrFile) {
       {"--text " + Quote(dir / "trunc.txt.gz"), 1, "trunc.txt.gz: "},
       {"--text " + Quote(dir / "a.txt") + " --bogus", 2, "unknown flag --bogus"},
       {"--text " + Quote(dir / "a.txt") + " --shard-tokens 0", 2, "--shard-tokens '0'"},
-      {"--text " + Quote(dir / "a.txt") + " --split hash --val-files " + Quote(dir / "a.txt"), 1, "--split files"},
+      {"--text " + Quote(dir / "a.txt") + " --split hash --val-files " + Quote(dir / "a.txt"), 1,
+       "--split files"},
       {"--text " + Quote(dir / "a.txt") + " --split weird", 2, "--split 'weird'"},
       {"--text " + Quote(dir / "a.txt") + " " + Quote(dir / "a.txt"), 1, "listed twice"},
       {"--text", 2, "--text needs at least one file"},
       {"", 2, "no inputs"},
-      {"--text " + Quote(dir / "a.txt") + " --val-files " + Quote(dir / "a.txt") + " --test-files " +
-           Quote(dir / "a.txt"),
+      {"--text " + Quote(dir / "a.txt") + " --val-files " + Quote(dir / "a.txt") +
+           " --test-files " + Quote(dir / "a.txt"),
        1, "in both --val-files and --test-files"},
   };
   for (const Case& c : cases) {
     const auto r = RunCommand(base + c.args);
     EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.output;
     EXPECT_TRUE(Contains(r.output, c.message)) << c.args << "\n" << r.output;
-    EXPECT_TRUE(ListDir(dir.path()) == (std::vector<std::string>{"a.txt", "full.gz", "out", "trunc.txt.gz"}) ||
-                ListDir(dir.path()) == (std::vector<std::string>{"a.txt", "full.gz", "trunc.txt.gz"}));
+    EXPECT_TRUE(ListDir(dir.path()) ==
+                    (std::vector<std::string>{"a.txt", "full.gz", "out", "trunc.txt.gz"}) ||
+                ListDir(dir.path()) ==
+                    (std::vector<std::string>{"a.txt", "full.gz", "trunc.txt.gz"}));
     EXPECT_TRUE(Outputs(out).empty()) << c.args;
   }
-  const auto missing_out = RunCommand(kBin + " prepare --tokenizer byte --prefix p --text " + Quote(dir / "a.txt"));
+  const auto missing_out =
+      RunCommand(kBin + " prepare --tokenizer byte --prefix p --text " + Quote(dir / "a.txt"));
   EXPECT_EQ(missing_out.exit_code, 2);
   EXPECT_TRUE(Contains(missing_out.output, "missing --out")) << missing_out.output;
-  const auto bad_vocab = RunCommand(kBin + " prepare --tokenizer gpt2 --vocab-bpe " + Quote(dir / "nope.bpe") +
-                                    " --out " + Quote(out) + " --prefix p --text " + Quote(dir / "a.txt"));
+  const auto bad_vocab =
+      RunCommand(kBin + " prepare --tokenizer gpt2 --vocab-bpe " + Quote(dir / "nope.bpe") +
+                 " --out " + Quote(out) + " --prefix p --text " + Quote(dir / "a.txt"));
   EXPECT_EQ(bad_vocab.exit_code, 1);
   EXPECT_TRUE(Contains(bad_vocab.output, "--vocab-bpe: " + dir / "nope.bpe")) << bad_vocab.output;
   const auto no_cmd = RunCommand(kBin + " frobnicate");
@@ -263,8 +281,9 @@ TEST(PrepareCliTest, Gpt2TextFilesHashSplit) {
   WriteFileBytes(dir / "doc-0", "Hello world");
   WriteFileBytes(dir / "doc-385", "Fellow-Citizens of the Senate");
   const std::string out = dir / "out";
-  const auto r = RunCommand(kBin + " prepare --tokenizer gpt2 --vocab-bpe " + Quote(vocab) + " --out " + Quote(out) +
-                            " --prefix g --text " + Quote(dir / "doc-0") + " " + Quote(dir / "doc-385"));
+  const auto r = RunCommand(kBin + " prepare --tokenizer gpt2 --vocab-bpe " + Quote(vocab) +
+                            " --out " + Quote(out) + " --prefix g --text " + Quote(dir / "doc-0") +
+                            " " + Quote(dir / "doc-385"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Contains(r.output, "split test has no documents")) << r.output;
   EXPECT_EQ(ReadShards(out, {"g_train_000000.bin"}, 50257), (Ids{50256, 15496, 995}));
@@ -277,18 +296,21 @@ TEST(PrepareCliTest, Gpt2TextFilesHashSplit) {
   EXPECT_EQ(m["eot"], 50256);
   EXPECT_EQ(m["tokenizer_file"]["sha256"], kGpt2VocabBpeSha256);
   EXPECT_EQ(m["splits"]["test"]["shards"].size(), 0u);
-  EXPECT_EQ(Outputs(out), (std::vector<std::string>{"g.manifest.json", "g_train_000000.bin", "g_val_000000.bin"}));
+  EXPECT_EQ(Outputs(out), (std::vector<std::string>{"g.manifest.json", "g_train_000000.bin",
+                                                    "g_val_000000.bin"}));
 }
 
 TEST(PrepareCliTest, EncodeDecodeAndInspectErrors) {
   const std::string vocab = testing::VocabBpePath();
   TempDir dir;
   WriteFileBytes(dir / "in.txt", "Hello world");
-  const auto enc = RunCommand(kBin + " encode --tokenizer gpt2 --vocab-bpe " + Quote(vocab) + " < " + Quote(dir / "in.txt"));
+  const auto enc = RunCommand(kBin + " encode --tokenizer gpt2 --vocab-bpe " + Quote(vocab) +
+                              " < " + Quote(dir / "in.txt"));
   ASSERT_EQ(enc.exit_code, 0) << enc.output;
   EXPECT_EQ(enc.output, "15496 995\n");
   WriteFileBytes(dir / "ids.txt", "15496 995 50256\n");
-  const auto dec = RunCommand(kBin + " decode --tokenizer gpt2 --vocab-bpe " + Quote(vocab) + " < " + Quote(dir / "ids.txt"));
+  const auto dec = RunCommand(kBin + " decode --tokenizer gpt2 --vocab-bpe " + Quote(vocab) +
+                              " < " + Quote(dir / "ids.txt"));
   ASSERT_EQ(dec.exit_code, 0) << dec.output;
   EXPECT_EQ(dec.output, "Hello world<|endoftext|>");
   const auto byte_enc = RunCommand("printf 'ab' | " + kBin + " encode --tokenizer byte");
@@ -298,7 +320,8 @@ TEST(PrepareCliTest, EncodeDecodeAndInspectErrors) {
   ASSERT_TRUE(WriteShard(dir / "s.bin", ids).ok());
   const auto bad = RunCommand(kBin + " inspect " + Quote(dir / "s.bin") + " --vocab 257");
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_TRUE(Contains(bad.output, dir / "s.bin" + ": token 300 at index 2 is >= vocab_size 257")) << bad.output;
+  EXPECT_TRUE(Contains(bad.output, dir / "s.bin" + ": token 300 at index 2 is >= vocab_size 257"))
+      << bad.output;
   const auto none = RunCommand(kBin + " inspect " + Quote(dir / "zzz_*.bin"));
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_TRUE(Contains(none.output, "matches no files")) << none.output;
@@ -323,7 +346,8 @@ TEST(PrepareApiTest, PrepareReturnsASummary) {
   auto s = Prepare(o, **tok);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->splits[static_cast<int>(Split::kTest)].tokens, 4);
-  EXPECT_EQ(s->splits[static_cast<int>(Split::kTest)].shards, std::vector<std::string>{"api_test_000000.bin"});
+  EXPECT_EQ(s->splits[static_cast<int>(Split::kTest)].shards,
+            std::vector<std::string>{"api_test_000000.bin"});
   EXPECT_EQ(s->warnings.size(), 2u);  // empty train and val
   EXPECT_EQ(ShardFileName("n", Split::kVal, 12), "n_val_000012.bin");
 }

@@ -16,7 +16,8 @@ TEST(Sha256Test, StandardVectors) {
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(Sha256Hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrl"
+  EXPECT_EQ(Sha256Hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklm"
+                      "nopqklmnopqrl"
                       "mnopqrsmnopqrstnopqrstu"),
             "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
   EXPECT_EQ(Sha256Hex(std::string(1000000, 'a')),
@@ -33,7 +34,8 @@ TEST(Sha256Test, MillionAStreamedInOddChunks) {
       h.Update(piece.data(), n);
       left -= n;
     }
-    EXPECT_EQ(h.FinishHex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") << "chunk " << chunk;
+    EXPECT_EQ(h.FinishHex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        << "chunk " << chunk;
   }
 }
 
@@ -74,7 +76,8 @@ TEST(Sha256Test, FileDigestAndMissingFile) {
   auto missing = Sha256HexOfFile(dir / "nope.bin");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("nope.bin"), std::string::npos)
+      << missing.status().message();
 }
 
 TEST(Sha256Test, FetchedVocabBpeHasThePinnedDigest) {

@@ -18,7 +18,8 @@ using testing::TempDir;
 using testing::WriteFileBytes;
 
 // The bytes of a shard with the given header fields and uint16 payload (llm.c layout).
-std::string ShardBytes(int32_t magic, int32_t version, int32_t count, const std::vector<uint16_t>& tokens) {
+std::string ShardBytes(int32_t magic, int32_t version, int32_t count,
+                       const std::vector<uint16_t>& tokens) {
   std::string s(1024, '\0');
   std::memcpy(&s[0], &magic, 4);
   std::memcpy(&s[4], &version, 4);
@@ -78,7 +79,8 @@ TEST(ShardTest, EmptyShard) {
 
 TEST(ShardTest, ReadsAnLlmcShardWrittenByHand) {
   TempDir dir;
-  WriteFileBytes(dir / "edu_fineweb_val_000000.bin", ShardBytes(20240520, 1, 4, {50256, 15496, 995, 50256}));
+  WriteFileBytes(dir / "edu_fineweb_val_000000.bin",
+                 ShardBytes(20240520, 1, 4, {50256, 15496, 995, 50256}));
   auto shard = Shard::Open(dir / "edu_fineweb_val_000000.bin", 50257);
   ASSERT_TRUE(shard.ok()) << shard.status().ToString();
   ASSERT_EQ(shard->size(), 4);
@@ -119,22 +121,59 @@ TEST(ShardTest, BadShardsAreRejectedWithTheFileAndTheProblem) {
   std::vector<uint16_t> bad_token(20, 7);
   bad_token[17] = 50300;
   const std::vector<BadCase> cases = {
-      {"missing.bin", "", true, 50257, StatusCode::kNotFound, {"missing.bin", "cannot open", "No such file"}},
-      {"short.bin", std::string(100, '\0'), false, 50257, StatusCode::kDataLoss,
+      {"missing.bin",
+       "",
+       true,
+       50257,
+       StatusCode::kNotFound,
+       {"missing.bin", "cannot open", "No such file"}},
+      {"short.bin",
+       std::string(100, '\0'),
+       false,
+       50257,
+       StatusCode::kDataLoss,
        {"short.bin", "truncated", "100 bytes", "1024-byte shard header"}},
-      {"magic.bin", ShardBytes(123, 1, 0, {}), false, 50257, StatusCode::kInvalidArgument,
+      {"magic.bin",
+       ShardBytes(123, 1, 0, {}),
+       false,
+       50257,
+       StatusCode::kInvalidArgument,
        {"magic.bin: wrong magic 123 (expected 20240520)"}},
-      {"version.bin", ShardBytes(20240520, 2, 0, {}), false, 50257, StatusCode::kInvalidArgument,
+      {"version.bin",
+       ShardBytes(20240520, 2, 0, {}),
+       false,
+       50257,
+       StatusCode::kInvalidArgument,
        {"version.bin: unsupported version 2 (expected 1)"}},
-      {"truncated.bin", ShardBytes(20240520, 1, 10, {1, 2, 3}), false, 50257, StatusCode::kDataLoss,
+      {"truncated.bin",
+       ShardBytes(20240520, 1, 10, {1, 2, 3}),
+       false,
+       50257,
+       StatusCode::kDataLoss,
        {"truncated.bin: truncated: header says 10 tokens (1044 bytes) but file has 1030 bytes"}},
-      {"extra.bin", ShardBytes(20240520, 1, 2, {1, 2, 3}) + "x", false, 50257, StatusCode::kDataLoss,
+      {"extra.bin",
+       ShardBytes(20240520, 1, 2, {1, 2, 3}) + "x",
+       false,
+       50257,
+       StatusCode::kDataLoss,
        {"extra.bin: size mismatch: header says 2 tokens (1028 bytes) but file has 1031 bytes"}},
-      {"negative.bin", ShardBytes(20240520, 1, -5, {}), false, 50257, StatusCode::kDataLoss,
+      {"negative.bin",
+       ShardBytes(20240520, 1, -5, {}),
+       false,
+       50257,
+       StatusCode::kDataLoss,
        {"negative.bin", "negative token count -5"}},
-      {"token.bin", ShardBytes(20240520, 1, 20, bad_token), false, 50257, StatusCode::kInvalidArgument,
+      {"token.bin",
+       ShardBytes(20240520, 1, 20, bad_token),
+       false,
+       50257,
+       StatusCode::kInvalidArgument,
        {"token.bin: token 50300 at index 17 is >= vocab_size 50257"}},
-      {"byte_vocab.bin", ShardBytes(20240520, 1, 3, {256, 257, 1}), false, 257, StatusCode::kInvalidArgument,
+      {"byte_vocab.bin",
+       ShardBytes(20240520, 1, 3, {256, 257, 1}),
+       false,
+       257,
+       StatusCode::kInvalidArgument,
        {"byte_vocab.bin: token 257 at index 1 is >= vocab_size 257"}},
   };
   for (const BadCase& c : cases) {
@@ -225,10 +264,12 @@ TEST(ShardTest, WriteIntoMissingFolderFailsNamingThePath) {
 
 TEST(ShardTest, ExpandShardPathsSortsDedupsAndFailsOnNoMatch) {
   TempDir dir;
-  for (const char* n : {"d_train_000002.bin", "d_train_000000.bin", "d_train_000001.bin", "d_val_000000.bin"}) {
+  for (const char* n :
+       {"d_train_000002.bin", "d_train_000000.bin", "d_train_000001.bin", "d_val_000000.bin"}) {
     ASSERT_TRUE(WriteShard(dir / n, {1}).ok());
   }
-  auto got = ExpandShardPaths({dir / "d_train_*.bin", dir / "d_train_000000.bin", dir / "d_val_000000.bin"});
+  auto got = ExpandShardPaths(
+      {dir / "d_train_*.bin", dir / "d_train_000000.bin", dir / "d_val_000000.bin"});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, (std::vector<std::string>{dir / "d_train_000000.bin", dir / "d_train_000001.bin",
                                             dir / "d_train_000002.bin", dir / "d_val_000000.bin"}));

@@ -44,7 +44,8 @@ TEST(SplitTest, NamesAndDeterminism) {
 TEST(SplitTest, ProportionsOver100kIds) {
   int counts[3] = {0, 0, 0};
   constexpr int kN = 100000;
-  for (int i = 0; i < kN; ++i) ++counts[static_cast<int>(SplitOfDocument("doc-" + std::to_string(i)))];
+  for (int i = 0; i < kN; ++i)
+    ++counts[static_cast<int>(SplitOfDocument("doc-" + std::to_string(i)))];
   const double val = counts[1] / double{kN}, test = counts[2] / double{kN};
   EXPECT_NEAR(val, 0.005, 0.0015);
   EXPECT_NEAR(test, 0.005, 0.0015);

@@ -20,7 +20,8 @@ class TempDir {
  public:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/rdattn_data_test.XXXXXX";
+    std::string tmpl =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/rdattn_data_test.XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) {
       ADD_FAILURE() << "mkdtemp failed for " << tmpl;
     }
@@ -56,7 +57,8 @@ inline void WriteFileBytes(const std::string& path, const std::string& bytes) {
 inline std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) names.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -98,7 +100,8 @@ inline std::string Quote(const std::string& s) {
 inline std::string VocabBpePath() {
   const std::string path = RDATTN_VOCAB_BPE;
   if (!std::filesystem::exists(path)) {
-    ADD_FAILURE() << path << " is missing: run scripts/fetch_data.sh to fetch the GPT-2 tokenizer files";
+    ADD_FAILURE() << path
+                  << " is missing: run scripts/fetch_data.sh to fetch the GPT-2 tokenizer files";
   }
   return path;
 }

@@ -20,7 +20,7 @@ using Ids = std::vector<uint32_t>;
 
 // Loads the GPT-2 tokenizer once per test process; a missing vocab.bpe is a failure.
 const Gpt2Tokenizer* Gpt2() {
-  static const Gpt2Tokenizer* tok = [] () -> const Gpt2Tokenizer* {
+  static const Gpt2Tokenizer* tok = []() -> const Gpt2Tokenizer* {
     const std::string path = testing::VocabBpePath();
     auto t = Gpt2Tokenizer::Load(path);
     if (!t.ok()) {
@@ -32,7 +32,7 @@ const Gpt2Tokenizer* Gpt2() {
   return tok;
 }
 
-#define REQUIRE_GPT2(var)             \
+#define REQUIRE_GPT2(var)            \
   const Gpt2Tokenizer* var = Gpt2(); \
   ASSERT_NE(var, nullptr) << "GPT-2 tokenizer unavailable: run scripts/fetch_data.sh"
 
@@ -80,7 +80,8 @@ TEST(MakeTokenizerTest, Errors) {
   auto missing = MakeTokenizer("gpt2", dir / "vocab.bpe");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(missing.status().message().find(dir / "vocab.bpe"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find(dir / "vocab.bpe"), std::string::npos)
+      << missing.status().message();
 
   // One byte changed: the sha256 check names the file.
   std::string contents = testing::ReadFileBytes(testing::VocabBpePath());
@@ -90,20 +91,24 @@ TEST(MakeTokenizerTest, Errors) {
   auto tampered = MakeTokenizer("gpt2", dir / "tampered.bpe");
   ASSERT_FALSE(tampered.ok());
   EXPECT_NE(tampered.status().message().find(dir / "tampered.bpe"), std::string::npos);
-  EXPECT_NE(tampered.status().message().find("sha256"), std::string::npos) << tampered.status().message();
+  EXPECT_NE(tampered.status().message().find("sha256"), std::string::npos)
+      << tampered.status().message();
   EXPECT_NE(tampered.status().message().find(kGpt2VocabBpeSha256), std::string::npos);
 }
 
 TEST(MakeTokenizerTest, MalformedContentsNameTheLine) {
   auto bad = Gpt2Tokenizer::FromContents("#version: 0.2\n\xC4\xA0 t\nno_space_here\n", "test.bpe");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("test.bpe:3:"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("test.bpe:3:"), std::string::npos)
+      << bad.status().message();
   auto unknown = Gpt2Tokenizer::FromContents("#version: 0.2\nab c\n", "test.bpe");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("test.bpe:2:"), std::string::npos) << unknown.status().message();
+  EXPECT_NE(unknown.status().message().find("test.bpe:2:"), std::string::npos)
+      << unknown.status().message();
   auto few = Gpt2Tokenizer::FromContents("#version: 0.2\n\xC4\xA0 t\n", "test.bpe");
   ASSERT_FALSE(few.ok());
-  EXPECT_NE(few.status().message().find("expected 50000"), std::string::npos) << few.status().message();
+  EXPECT_NE(few.status().message().find("expected 50000"), std::string::npos)
+      << few.status().message();
 }
 
 // --- gpt2: reference ids (DATA.md; tiktoken and a Python reference agree) ---------------------
@@ -118,8 +123,8 @@ TEST(Gpt2TokenizerTest, ReferenceIds) {
   const std::vector<std::pair<std::string, Ids>> cases = {
       {"Hello world", {15496, 995}},
       {"Hello, world! It's 2024 and we're   testing  BPE's\n\nmerges.",
-       {15496, 11, 995, 0, 632, 338, 48609, 290, 356, 821, 220, 220, 4856, 220, 347, 11401, 338, 198, 198, 647,
-        3212, 13}},
+       {15496, 11,   995, 0,   632,   338, 48609, 290, 356, 821,  220,
+        220,   4856, 220, 347, 11401, 338, 198,   198, 647, 3212, 13}},
       {" na\xC3\xAFve caf\xC3\xA9 \xE6\x9D\xB1\xE4\xBA\xAC \xF0\x9F\x98\x80",
        {41492, 40304, 10545, 251, 109, 12859, 105, 30325, 222}},
       {"<|endoftext|>", {27, 91, 437, 1659, 5239, 91, 29}},
@@ -167,7 +172,8 @@ TEST(Gpt2TokenizerTest, PreTokenizerRules) {
   EXPECT_EQ(Pieces(*t, "x \xC2\xBD"), (std::vector<std::string>{"x", " \xC2\xBD"}));
 }
 
-// --- invalid UTF-8: never crashes, lossless -------------------------------------------------------
+// --- invalid UTF-8: never crashes, lossless
+// -------------------------------------------------------
 
 TEST(Gpt2TokenizerTest, Utf8SequenceLength) {
   auto len = [](const std::string& s) {
@@ -185,18 +191,22 @@ TEST(Gpt2TokenizerTest, Utf8SequenceLength) {
   EXPECT_EQ(len("\xED\xA0\x80"), 0u);      // surrogate U+D800
   EXPECT_EQ(len("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
   EXPECT_EQ(len("\xF5\x80\x80\x80"), 0u);
-  EXPECT_EQ(len("\x80"), 0u);              // lone continuation
-  EXPECT_EQ(len("\xE6\x9D"), 0u);          // truncated
+  EXPECT_EQ(len("\x80"), 0u);      // lone continuation
+  EXPECT_EQ(len("\xE6\x9D"), 0u);  // truncated
   EXPECT_EQ(len(""), 0u);
 }
 
 TEST(Gpt2TokenizerTest, InvalidUtf8IsItsOwnPieceAndRoundTrips) {
   REQUIRE_GPT2(t);
-  EXPECT_EQ(Pieces(*t, "abc\xFF\xFE" "def"), (std::vector<std::string>{"abc", "\xFF\xFE", "def"}));
+  EXPECT_EQ(Pieces(*t,
+                   "abc\xFF\xFE"
+                   "def"),
+            (std::vector<std::string>{"abc", "\xFF\xFE", "def"}));
   EXPECT_EQ(Pieces(*t, "a \xFF b"), (std::vector<std::string>{"a", " ", "\xFF", " b"}));
-  for (const std::string& s : {std::string("\xFF"), std::string("caf\xE9"), std::string("\xED\xA0\x80x"),
-                              std::string("\xC0\x80"), std::string("\xE6\x9D"), std::string("a\0b", 3),
-                              std::string("\xF0\x9F\x98"), std::string("ok \xF0\x9F\x98\x80 \x80\x80")}) {
+  for (const std::string& s :
+       {std::string("\xFF"), std::string("caf\xE9"), std::string("\xED\xA0\x80x"),
+        std::string("\xC0\x80"), std::string("\xE6\x9D"), std::string("a\0b", 3),
+        std::string("\xF0\x9F\x98"), std::string("ok \xF0\x9F\x98\x80 \x80\x80")}) {
     const Ids ids = t->Encode(s);
     for (uint32_t id : ids) ASSERT_LT(id, 50256u);
     EXPECT_EQ(t->Decode(ids), s);
@@ -208,10 +218,12 @@ TEST(Gpt2TokenizerTest, InvalidUtf8IsItsOwnPieceAndRoundTrips) {
 TEST(Gpt2TokenizerTest, RandomBytesRoundTrip) {
   REQUIRE_GPT2(t);
   std::mt19937 rng(42);
-  const std::string alphabet = std::string("ab 'sdll\n\t0123456789.,!?") + "\xC3\xA9\xE6\x9D\xB1\xF0\x9F\x98\x80\xFF\x80";
+  const std::string alphabet =
+      std::string("ab 'sdll\n\t0123456789.,!?") + "\xC3\xA9\xE6\x9D\xB1\xF0\x9F\x98\x80\xFF\x80";
   for (int i = 0; i < 3000; ++i) {
     std::string s(rng() % 64, '\0');
-    for (char& c : s) c = (i % 2 == 0) ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
+    for (char& c : s)
+      c = (i % 2 == 0) ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
     const Ids ids = t->Encode(s);
     ASSERT_EQ(t->Decode(ids), s) << "case " << i;
     std::string joined;
@@ -220,12 +232,14 @@ TEST(Gpt2TokenizerTest, RandomBytesRoundTrip) {
   }
 }
 
-// --- BPE ------------------------------------------------------------------------------------------
+// --- BPE
+// ------------------------------------------------------------------------------------------
 
 TEST(Gpt2TokenizerTest, HeapBpeEqualsSimpleBpe) {
   REQUIRE_GPT2(t);
   std::mt19937 rng(3);
-  const std::vector<std::string> words = {"the", "tion", "ing", " of", "State", "ness", "a", "aa", "e", "\xC3\xA9"};
+  const std::vector<std::string> words = {"the",  "tion", "ing", " of", "State",
+                                          "ness", "a",    "aa",  "e",   "\xC3\xA9"};
   for (int i = 0; i < 2000; ++i) {
     std::string piece;
     const int kind = i % 4;
@@ -262,12 +276,13 @@ TEST(Gpt2TokenizerTest, WholeTokenShortcutChangesNothing) {
 
 TEST(Gpt2TokenizerTest, PathologicalInputsAreFastAndLossless) {
   REQUIRE_GPT2(t);
-  for (const std::string& s : {std::string(1 << 20, ' '), std::string(1 << 20, 'a'), std::string(1 << 20, '7'),
-                              std::string(1 << 20, '\''), std::string(1 << 20, '\n'),
-                              std::string(1 << 19, '\xFF')}) {
+  for (const std::string& s :
+       {std::string(1 << 20, ' '), std::string(1 << 20, 'a'), std::string(1 << 20, '7'),
+        std::string(1 << 20, '\''), std::string(1 << 20, '\n'), std::string(1 << 19, '\xFF')}) {
     const auto t0 = std::chrono::steady_clock::now();
     const Ids ids = t->Encode(s);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(t->Decode(ids), s);
     EXPECT_LT(secs, 20.0) << "1 MiB of '" << s[0] << "' took " << secs << " s";
   }
@@ -276,7 +291,9 @@ TEST(Gpt2TokenizerTest, PathologicalInputsAreFastAndLossless) {
 TEST(Gpt2TokenizerTest, ConcurrentEncodeIsConsistent) {
   REQUIRE_GPT2(t);
   std::string text;
-  for (int i = 0; i < 2000; ++i) text += "Fellow-Citizens " + std::to_string(i) + " of the Senate's word" + std::to_string(i % 97) + ". ";
+  for (int i = 0; i < 2000; ++i)
+    text += "Fellow-Citizens " + std::to_string(i) + " of the Senate's word" +
+            std::to_string(i % 97) + ". ";
   const Ids want = t->Encode(text);
   std::vector<Ids> got(4);
   std::vector<std::thread> threads;

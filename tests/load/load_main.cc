@@ -39,11 +39,15 @@
 #include "tests/coordinator/tiny_sweep.h"
 
 ABSL_FLAG(std::string, coordinator, "", "coordinator address HOST:PORT (required)");
-ABSL_FLAG(std::string, token, "", "bearer token (else --token-file, else $RDATTN_TOKEN; none: no auth)");
+ABSL_FLAG(std::string, token, "",
+          "bearer token (else --token-file, else $RDATTN_TOKEN; none: no auth)");
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
-ABSL_FLAG(std::string, ca_cert, "", "PEM CA roots: talk TLS to the coordinator (default plaintext)");
-ABSL_FLAG(int, clients, 10, "concurrent clients (threads, each with two watcher threads per cycle)");
-ABSL_FLAG(int, channels, 0, "gRPC channels (each its own TCP connection) the clients share; 0: one per client");
+ABSL_FLAG(std::string, ca_cert, "",
+          "PEM CA roots: talk TLS to the coordinator (default plaintext)");
+ABSL_FLAG(int, clients, 10,
+          "concurrent clients (threads, each with two watcher threads per cycle)");
+ABSL_FLAG(int, channels, 0,
+          "gRPC channels (each its own TCP connection) the clients share; 0: one per client");
 ABSL_FLAG(double, seconds, 10, "how long clients start new cycles; cycles in flight then finish");
 ABSL_FLAG(int, gets, 4, "GetSweep (full view) calls per cycle");
 ABSL_FLAG(int, lists, 1, "ListSweeps calls per cycle");
@@ -70,14 +74,14 @@ enum Metric {
   kGet,
   kList,
   kCancel,
-  kWatchReplay,     // a whole WatchSweep of an ended sweep, from seq 0
-  kWatchFirst,      // WatchSweep call -> first event (live from 0, and replay)
-  kWatchDelivery,   // CancelSweep call -> the terminal event on a live stream
+  kWatchReplay,    // a whole WatchSweep of an ended sweep, from seq 0
+  kWatchFirst,     // WatchSweep call -> first event (live from 0, and replay)
+  kWatchDelivery,  // CancelSweep call -> the terminal event on a live stream
   kMetricCount
 };
 const char* const kMetricNames[kMetricCount] = {
-    "SubmitSweep", "GetSweep", "ListSweeps", "CancelSweep", "WatchSweep (replay)",
-    "watch: first event", "watch: cancel->end"};
+    "SubmitSweep",         "GetSweep",           "ListSweeps",        "CancelSweep",
+    "WatchSweep (replay)", "watch: first event", "watch: cancel->end"};
 
 struct Sample {
   std::vector<double> ms;
@@ -93,7 +97,7 @@ struct Results {
   int64_t streams_checked = 0;  // live streams compared with the replay
   int64_t events_checked = 0;   // events of those streams
   int64_t missing = 0, duplicates = 0, out_of_order = 0, mismatched = 0, unexpected = 0;
-  int64_t malformed = 0;        // replay or final GetSweep not as the protocol says
+  int64_t malformed = 0;  // replay or final GetSweep not as the protocol says
   std::vector<std::string> watch_samples;
 
   void Error(Metric m, const grpc::Status& st) {
@@ -111,8 +115,10 @@ struct Results {
       metrics[m].errors += o.metrics[m].errors;
     }
     for (auto& [k, v] : o.error_codes) error_codes[k] += v;
-    for (auto& s : o.error_samples) if (error_samples.size() < 10) error_samples.push_back(s);
-    for (auto& s : o.watch_samples) if (watch_samples.size() < 10) watch_samples.push_back(s);
+    for (auto& s : o.error_samples)
+      if (error_samples.size() < 10) error_samples.push_back(s);
+    for (auto& s : o.watch_samples)
+      if (watch_samples.size() < 10) watch_samples.push_back(s);
     cycles += o.cycles;
     streams_checked += o.streams_checked;
     events_checked += o.events_checked;
@@ -133,11 +139,23 @@ struct Results {
   }
 
   static std::string CodeName(grpc::StatusCode c) {
-    static const char* const names[] = {
-        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-        "UNAUTHENTICATED"};
+    static const char* const names[] = {"OK",
+                                        "CANCELLED",
+                                        "UNKNOWN",
+                                        "INVALID_ARGUMENT",
+                                        "DEADLINE_EXCEEDED",
+                                        "NOT_FOUND",
+                                        "ALREADY_EXISTS",
+                                        "PERMISSION_DENIED",
+                                        "RESOURCE_EXHAUSTED",
+                                        "FAILED_PRECONDITION",
+                                        "ABORTED",
+                                        "OUT_OF_RANGE",
+                                        "UNIMPLEMENTED",
+                                        "INTERNAL",
+                                        "UNAVAILABLE",
+                                        "DATA_LOSS",
+                                        "UNAUTHENTICATED"};
     const int i = static_cast<int>(c);
     return i >= 0 && i <= 16 ? names[i] : "CODE_" + std::to_string(i);
   }
@@ -163,10 +181,10 @@ struct WatchResult {
   std::vector<Event> events;
   std::vector<pb::WatchEvent> parsed;  // the replay keeps them, for the protocol checks
   grpc::Status status;
-  double first_ms = -1;             // call -> first event
-  Clock::time_point end_time{};     // when the terminal event arrived (or the stream ended)
+  double first_ms = -1;          // call -> first event
+  Clock::time_point end_time{};  // when the terminal event arrived (or the stream ended)
   double total_ms = 0;
-  bool terminal = false;            // the stream carried the sweep's terminal state change
+  bool terminal = false;  // the stream carried the sweep's terminal state change
 };
 
 bool IsTerminalSweepState(pb::SweepState s) {
@@ -177,7 +195,9 @@ bool IsTerminalSweepState(pb::SweepState s) {
 class Client {
  public:
   Client(int index, std::shared_ptr<grpc::Channel> channel, const Options& options)
-      : index_(index), stub_(pb::SweepService::NewStub(channel)), options_(options),
+      : index_(index),
+        stub_(pb::SweepService::NewStub(channel)),
+        options_(options),
         rng_(std::random_device{}() ^ (static_cast<uint64_t>(index) << 32)) {}
 
   void Run(Clock::time_point stop) {
@@ -225,7 +245,8 @@ class Client {
     req.set_sweep_id(sweep_id);
     req.set_after_seq(after_seq);
     const Clock::time_point t0 = Clock::now();
-    std::unique_ptr<grpc::ClientReader<pb::WatchSweepResponse>> reader = stub_->WatchSweep(&ctx, req);
+    std::unique_ptr<grpc::ClientReader<pb::WatchSweepResponse>> reader =
+        stub_->WatchSweep(&ctx, req);
     pb::WatchSweepResponse msg;
     while (reader->Read(&msg)) {
       if (r.first_ms < 0) r.first_ms = MsSince(t0);
@@ -273,11 +294,11 @@ class Client {
     int64_t miss = 0;
     for (const Event& e : expected) miss += seen.count(e.seq) ? 0 : 1;
     if (dup + order + mism + unexp + miss > 0) {
-      results_.Watch(std::string(name) + " watch of " + sweep_id + ": " + std::to_string(miss) +
-                     " missing, " + std::to_string(dup) + " duplicated, " + std::to_string(order) +
-                     " out of order, " + std::to_string(mism) + " different, " +
-                     std::to_string(unexp) + " unexpected (got " + std::to_string(got.events.size()) +
-                     ", want " + std::to_string(expected.size()) + ")");
+      results_.Watch(
+          std::string(name) + " watch of " + sweep_id + ": " + std::to_string(miss) + " missing, " +
+          std::to_string(dup) + " duplicated, " + std::to_string(order) + " out of order, " +
+          std::to_string(mism) + " different, " + std::to_string(unexp) + " unexpected (got " +
+          std::to_string(got.events.size()) + ", want " + std::to_string(expected.size()) + ")");
     }
     results_.missing += miss;
     results_.duplicates += dup;
@@ -292,15 +313,17 @@ class Client {
   }
 
   // The replay must be the protocol's story of a submitted-then-cancelled sweep.
-  void CheckReplay(const std::string& sweep_id, const WatchResult& replay, const pb::SweepStatus& final_status,
-                   int jobs) {
+  void CheckReplay(const std::string& sweep_id, const WatchResult& replay,
+                   const pb::SweepStatus& final_status, int jobs) {
     const std::vector<pb::WatchEvent>& ev = replay.parsed;
     if (ev.empty()) return Malformed("replay of " + sweep_id + ": no events");
     for (size_t i = 1; i < ev.size(); ++i) {
-      if (ev[i].seq() <= ev[i - 1].seq()) return Malformed("replay of " + sweep_id + ": seq not increasing");
+      if (ev[i].seq() <= ev[i - 1].seq())
+        return Malformed("replay of " + sweep_id + ": seq not increasing");
     }
     for (const pb::WatchEvent& e : ev) {
-      if (e.sweep_id() != sweep_id) return Malformed("replay of " + sweep_id + ": event of sweep " + e.sweep_id());
+      if (e.sweep_id() != sweep_id)
+        return Malformed("replay of " + sweep_id + ": event of sweep " + e.sweep_id());
     }
     if (!ev.front().has_sweep_state_change() ||
         ev.front().sweep_state_change().to_state() != pb::SWEEP_STATE_PENDING) {
@@ -308,19 +331,22 @@ class Client {
     }
     if (!ev.back().has_sweep_state_change() ||
         ev.back().sweep_state_change().to_state() != pb::SWEEP_STATE_CANCELLED) {
-      return Malformed("replay of " + sweep_id + ": does not end with the sweep's CANCELLED change");
+      return Malformed("replay of " + sweep_id +
+                       ": does not end with the sweep's CANCELLED change");
     }
     std::map<std::string, std::vector<pb::JobState>> by_job;
     for (const pb::WatchEvent& e : ev) {
-      if (e.has_job_state_change()) by_job[e.job_state_change().job_id()].push_back(e.job_state_change().to_state());
+      if (e.has_job_state_change())
+        by_job[e.job_state_change().job_id()].push_back(e.job_state_change().to_state());
     }
     if (static_cast<int>(by_job.size()) != jobs) {
-      return Malformed("replay of " + sweep_id + ": state changes of " + std::to_string(by_job.size()) +
-                       " jobs, want " + std::to_string(jobs));
+      return Malformed("replay of " + sweep_id + ": state changes of " +
+                       std::to_string(by_job.size()) + " jobs, want " + std::to_string(jobs));
     }
     for (const auto& [job, states] : by_job) {
       if (states != std::vector<pb::JobState>{pb::JOB_STATE_PENDING, pb::JOB_STATE_CANCELLED}) {
-        return Malformed("replay of " + sweep_id + ": job " + job + " is not PENDING then CANCELLED");
+        return Malformed("replay of " + sweep_id + ": job " + job +
+                         " is not PENDING then CANCELLED");
       }
     }
     if (final_status.last_event_seq() != ev.back().seq()) {
@@ -328,7 +354,8 @@ class Client {
                        std::to_string(final_status.last_event_seq()) + " but the replay ends at " +
                        std::to_string(ev.back().seq()));
     }
-    if (final_status.state() != pb::SWEEP_STATE_CANCELLED || final_status.job_counts().total() != jobs ||
+    if (final_status.state() != pb::SWEEP_STATE_CANCELLED ||
+        final_status.job_counts().total() != jobs ||
         final_status.job_counts().cancelled() != jobs) {
       return Malformed("sweep " + sweep_id + ": GetSweep does not show " + std::to_string(jobs) +
                        " cancelled jobs of a CANCELLED sweep");
@@ -363,7 +390,8 @@ class Client {
       pb::GetSweepResponse resp;
       if (Unary(kGet, req, &resp, &pb::SweepService::Stub::GetSweep) &&
           (resp.sweep().sweep_id() != sweep_id || resp.sweep().jobs_size() != jobs)) {
-        Malformed("GetSweep " + sweep_id + ": wrong sweep or " + std::to_string(resp.sweep().jobs_size()) + " jobs");
+        Malformed("GetSweep " + sweep_id + ": wrong sweep or " +
+                  std::to_string(resp.sweep().jobs_size()) + " jobs");
       }
     }
     for (int i = 0; i < options_.lists; ++i) {
@@ -379,7 +407,8 @@ class Client {
     cancel.set_reason("rdattn-load");
     pb::CancelSweepResponse cancelled;
     Clock::time_point cancel_t0;
-    const bool cancel_ok = Unary(kCancel, cancel, &cancelled, &pb::SweepService::Stub::CancelSweep, &cancel_t0);
+    const bool cancel_ok =
+        Unary(kCancel, cancel, &cancelled, &pb::SweepService::Stub::CancelSweep, &cancel_t0);
     // Without the cancel the watches end at their deadline (DEADLINE_EXCEEDED, counted below).
     w1.join();
     w2.join();
@@ -390,7 +419,8 @@ class Client {
         return false;
       }
       if (first && r.first_ms >= 0) results_.metrics[kWatchFirst].ms.push_back(r.first_ms);
-      if (r.terminal && cancel_ok) results_.metrics[kWatchDelivery].ms.push_back(MsSince(cancel_t0, r.end_time));
+      if (r.terminal && cancel_ok)
+        results_.metrics[kWatchDelivery].ms.push_back(MsSince(cancel_t0, r.end_time));
       return true;
     };
     const bool live1 = record_live(from_start, true);
@@ -504,8 +534,10 @@ int main(int argc, char** argv) {
   if (!(absl::GetFlag(FLAGS_rpc_timeout) > 0) || !(absl::GetFlag(FLAGS_watch_timeout) > 0)) {
     return Usage("--rpc-timeout and --watch-timeout must be > 0");
   }
-  options.rpc_timeout = std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_rpc_timeout) * 1000));
-  options.watch_timeout = std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_watch_timeout) * 1000));
+  options.rpc_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_rpc_timeout) * 1000));
+  options.watch_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_watch_timeout) * 1000));
   options.token = absl::GetFlag(FLAGS_token);
   if (options.token.empty() && !absl::GetFlag(FLAGS_token_file).empty()) {
     bool ok = false;
@@ -533,19 +565,24 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < channels; ++i) {
     if (!pool[i]->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-      std::fprintf(stderr, "rdattn-load: cannot connect to %s (channel %d) within 10 s\n", address.c_str(), i);
+      std::fprintf(stderr, "rdattn-load: cannot connect to %s (channel %d) within 10 s\n",
+                   address.c_str(), i);
       return 1;
     }
   }
 
   std::vector<std::unique_ptr<Client>> workers;
-  for (int i = 0; i < clients; ++i) workers.push_back(std::make_unique<Client>(i, pool[i % channels], options));
-  std::printf("rdattn-load: %d clients on %d connections to %s for %.1f s (%d GetSweep + %d ListSweeps per cycle, "
-              "think %.1f ms)\n",
-              clients, channels, address.c_str(), seconds, options.gets, options.lists, options.think_ms);
+  for (int i = 0; i < clients; ++i)
+    workers.push_back(std::make_unique<Client>(i, pool[i % channels], options));
+  std::printf(
+      "rdattn-load: %d clients on %d connections to %s for %.1f s (%d GetSweep + %d ListSweeps per "
+      "cycle, "
+      "think %.1f ms)\n",
+      clients, channels, address.c_str(), seconds, options.gets, options.lists, options.think_ms);
   std::fflush(stdout);
   const Clock::time_point t0 = Clock::now();
-  const Clock::time_point stop = t0 + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  const Clock::time_point stop =
+      t0 + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   std::vector<std::thread> threads;
   for (auto& w : workers) threads.emplace_back([&w, stop] { w->Run(stop); });
   for (auto& t : threads) t.join();
@@ -556,25 +593,31 @@ int main(int argc, char** argv) {
   Row rows[kMetricCount];
   for (int m = 0; m < kMetricCount; ++m) rows[m] = Summarize(all.metrics[m]);
 
-  std::printf("\n%-22s %9s %9s %9s %9s %7s\n", "rpc", "count", "p50 ms", "p99 ms", "max ms", "errors");
+  std::printf("\n%-22s %9s %9s %9s %9s %7s\n", "rpc", "count", "p50 ms", "p99 ms", "max ms",
+              "errors");
   for (int m = 0; m < kMetricCount; ++m) {
-    std::printf("%-22s %9lld %9.2f %9.2f %9.2f %7lld\n", kMetricNames[m], static_cast<long long>(rows[m].count),
-                rows[m].p50, rows[m].p99, rows[m].max, static_cast<long long>(rows[m].errors));
+    std::printf("%-22s %9lld %9.2f %9.2f %9.2f %7lld\n", kMetricNames[m],
+                static_cast<long long>(rows[m].count), rows[m].p50, rows[m].p99, rows[m].max,
+                static_cast<long long>(rows[m].errors));
   }
   // Calls: the unary RPCs and the WatchSweep streams (two live ones per replay).
   int64_t calls = 0;
   for (int m : {kSubmit, kGet, kList, kCancel}) calls += rows[m].count + rows[m].errors;
   calls += 3 * (rows[kWatchReplay].count + rows[kWatchReplay].errors);
-  std::printf("\ncycles %lld in %.1f s (%.0f calls/s); errors %lld\n", static_cast<long long>(all.cycles), wall_s,
-              static_cast<double>(calls) / wall_s, static_cast<long long>(all.errors()));
-  for (const auto& [k, v] : all.error_codes) std::printf("  %s: %lld\n", k.c_str(), static_cast<long long>(v));
+  std::printf("\ncycles %lld in %.1f s (%.0f calls/s); errors %lld\n",
+              static_cast<long long>(all.cycles), wall_s, static_cast<double>(calls) / wall_s,
+              static_cast<long long>(all.errors()));
+  for (const auto& [k, v] : all.error_codes)
+    std::printf("  %s: %lld\n", k.c_str(), static_cast<long long>(v));
   for (const std::string& s : all.error_samples) std::printf("  e.g. %s\n", s.c_str());
-  std::printf("watch: %lld live streams checked against the replay, %lld events; missing %lld, duplicated %lld, "
-              "out of order %lld, different %lld, unexpected %lld; malformed replays/final states %lld\n",
-              static_cast<long long>(all.streams_checked), static_cast<long long>(all.events_checked),
-              static_cast<long long>(all.missing), static_cast<long long>(all.duplicates),
-              static_cast<long long>(all.out_of_order), static_cast<long long>(all.mismatched),
-              static_cast<long long>(all.unexpected), static_cast<long long>(all.malformed));
+  std::printf(
+      "watch: %lld live streams checked against the replay, %lld events; missing %lld, duplicated "
+      "%lld, "
+      "out of order %lld, different %lld, unexpected %lld; malformed replays/final states %lld\n",
+      static_cast<long long>(all.streams_checked), static_cast<long long>(all.events_checked),
+      static_cast<long long>(all.missing), static_cast<long long>(all.duplicates),
+      static_cast<long long>(all.out_of_order), static_cast<long long>(all.mismatched),
+      static_cast<long long>(all.unexpected), static_cast<long long>(all.malformed));
   for (const std::string& s : all.watch_samples) std::printf("  %s\n", s.c_str());
 
   const bool pass = all.errors() == 0 && all.watch_problems() == 0 && all.streams_checked > 0;
@@ -594,15 +637,23 @@ int main(int argc, char** argv) {
     j["cycles"] = all.cycles;
     j["calls_per_second"] = static_cast<double>(calls) / wall_s;
     for (int m = 0; m < kMetricCount; ++m) {
-      j["rpcs"][kMetricNames[m]] = {{"count", rows[m].count}, {"p50_ms", rows[m].p50}, {"p99_ms", rows[m].p99},
-                                    {"max_ms", rows[m].max}, {"errors", rows[m].errors}};
+      j["rpcs"][kMetricNames[m]] = {{"count", rows[m].count},
+                                    {"p50_ms", rows[m].p50},
+                                    {"p99_ms", rows[m].p99},
+                                    {"max_ms", rows[m].max},
+                                    {"errors", rows[m].errors}};
     }
     j["errors"] = all.errors();
     j["error_codes"] = all.error_codes;
     j["error_samples"] = all.error_samples;
-    j["watch"] = {{"streams_checked", all.streams_checked}, {"events_checked", all.events_checked},
-                  {"missing", all.missing}, {"duplicates", all.duplicates}, {"out_of_order", all.out_of_order},
-                  {"mismatched", all.mismatched}, {"unexpected", all.unexpected}, {"malformed", all.malformed},
+    j["watch"] = {{"streams_checked", all.streams_checked},
+                  {"events_checked", all.events_checked},
+                  {"missing", all.missing},
+                  {"duplicates", all.duplicates},
+                  {"out_of_order", all.out_of_order},
+                  {"mismatched", all.mismatched},
+                  {"unexpected", all.unexpected},
+                  {"malformed", all.malformed},
                   {"samples", all.watch_samples}};
     j["pass"] = pass;
     std::ofstream out(json_path);

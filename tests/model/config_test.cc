@@ -1,8 +1,8 @@
 // Config, parameter counts (T9), source-count walk (T3, T4 in the config form) and FLOPs.
 // No LibTorch: this test builds in seconds.
-#include <gtest/gtest.h>
-
 #include "model/config.h"
+
+#include <gtest/gtest.h>
 
 namespace rdattn::model {
 namespace {
@@ -42,8 +42,8 @@ TEST(ConfigTest, SourceCountsMatchModelMdForS) {
 
 TEST(ConfigTest, SourceCountsMatchModelMdForM) {
   const SourceCounts m = CountSources(*Preset("M", Arm::kRd));
-  EXPECT_EQ(m.attention, (std::vector<int64_t>{1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 7,
-                                               7, 7, 8, 8, 8, 9, 9}));
+  EXPECT_EQ(m.attention, (std::vector<int64_t>{1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5,
+                                               5, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9}));
   std::vector<int64_t> mlp;
   for (int64_t k = 2; k <= 9; ++k)
     for (int i = 0; i < 3; ++i) mlp.push_back(k);

@@ -1,10 +1,10 @@
 // The depth read (T1, T2, gradient check) and the route diagnostics (T8 at the operator level).
+#include "model/depth.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
-
-#include "model/depth.h"
 
 namespace rdattn::model {
 namespace {

@@ -1,12 +1,13 @@
 // The model's acceptance tests: T3–T10 of MODEL.md §8 on the full model, matched-seed init,
 // causality, and the Tied-vs-Block trajectory.
+#include "model/gpt.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <map>
 
-#include "model/gpt.h"
 #include "tests/model/test_util.h"
 
 namespace rdattn::model {
@@ -77,8 +78,8 @@ TEST(GptTest, T4DegenerateEnds) {
   for (int64_t blocks : {1, 4}) {
     ModelConfig c = Small(Arm::kBlock, 4, blocks);
     Gpt model(c, 5);
-    const ForwardOutput out = model->Forward(RandomTokens(c, 1, 5, 6),
-                                             {.capture_routes = true, .capture_final_sources = true});
+    const ForwardOutput out = model->Forward(
+        RandomTokens(c, 1, 5, 6), {.capture_routes = true, .capture_final_sources = true});
     const SourceCounts expect = CountSources(c);
     EXPECT_EQ(KsOf(out, RouteSite::kAttnQK), expect.attention);
     EXPECT_EQ(KsOf(out, RouteSite::kMlp), expect.mlp);
@@ -87,7 +88,8 @@ TEST(GptTest, T4DegenerateEnds) {
   // N = 1: the final read sees [e, Σ all f].
   ModelConfig c = Small(Arm::kBlock, 4, 1);
   Gpt model(c, 5);
-  const ForwardOutput out = model->Forward(RandomTokens(c, 1, 5, 6), {.capture_final_sources = true});
+  const ForwardOutput out =
+      model->Forward(RandomTokens(c, 1, 5, 6), {.capture_final_sources = true});
   EXPECT_EQ(out.final_sources.size(), 2u);
 }
 
@@ -281,8 +283,10 @@ TEST(GptTest, CausalForEveryArm) {
       at::Tensor changed = tokens.clone();
       changed.select(1, t + 1).add_(1).remainder_(c.vocab_size);
       const at::Tensor y = model->forward(changed);
-      const double past = (y.narrow(1, 0, t + 1) - base.narrow(1, 0, t + 1)).abs().max().item<double>();
-      const double at_change = (y.select(1, t + 1) - base.select(1, t + 1)).abs().max().item<double>();
+      const double past =
+          (y.narrow(1, 0, t + 1) - base.narrow(1, 0, t + 1)).abs().max().item<double>();
+      const double at_change =
+          (y.select(1, t + 1) - base.select(1, t + 1)).abs().max().item<double>();
       EXPECT_LE(past, 1e-12) << ArmName(arm) << " t=" << t;
       EXPECT_GT(at_change, 1e-6) << ArmName(arm) << " t=" << t << ": the change must be visible";
     }
@@ -301,14 +305,16 @@ TEST(GptTest, TiedTracksBlockOverTenStepsInFloat64) {
     for (int step = 0; step < 10; ++step) {
       const at::Tensor tokens = RandomTokens(c, 2, 16, 300 + step);
       opt.zero_grad();
-      at::Tensor loss = GptImpl::Loss(model->forward(tokens.narrow(1, 0, 15)), tokens.narrow(1, 1, 15));
+      at::Tensor loss =
+          GptImpl::Loss(model->forward(tokens.narrow(1, 0, 15)), tokens.narrow(1, 1, 15));
       loss.backward();
       opt.step();
       losses[arm].push_back(loss.item<double>());
     }
   }
   for (size_t i = 0; i < 10; ++i)
-    EXPECT_NEAR(losses[Arm::kTied][i], losses[Arm::kBlock][i], 1e-9 * std::abs(losses[Arm::kBlock][i]))
+    EXPECT_NEAR(losses[Arm::kTied][i], losses[Arm::kBlock][i],
+                1e-9 * std::abs(losses[Arm::kBlock][i]))
         << "step " << i;
   EXPECT_LT(losses[Arm::kBlock].back(), losses[Arm::kBlock].front());
 }
@@ -329,8 +335,8 @@ TEST(GptTest, DecayGroupsSplitMatricesFromVectors) {
   Gpt model(Small(Arm::kRd), 0);
   const auto decay = model->DecayParameters();
   const auto no_decay = model->NoDecayParameters();
-  EXPECT_EQ(decay.size(), 1u + 7u * 4u);                  // emb + 7 matrices per layer
-  EXPECT_EQ(no_decay.size(), 2u + 1u + 7u * 4u);          // final norm, final read (2), 7 per layer
+  EXPECT_EQ(decay.size(), 1u + 7u * 4u);          // emb + 7 matrices per layer
+  EXPECT_EQ(no_decay.size(), 2u + 1u + 7u * 4u);  // final norm, final read (2), 7 per layer
   for (const auto& p : decay) EXPECT_GE(p.dim(), 2);
   for (const auto& p : no_decay) EXPECT_EQ(p.dim(), 1);
 }

@@ -50,7 +50,8 @@ TEST_P(ParityTest, LogitsRoutesAndJsMatchTheReference) {
   const auto& entry = index["arms"][arm_name];
   io::SafetensorsFile weights;
   std::string error;
-  ASSERT_TRUE(io::ReadSafetensors(kDir + "/" + entry["weights"].get<std::string>(), &weights, &error))
+  ASSERT_TRUE(
+      io::ReadSafetensors(kDir + "/" + entry["weights"].get<std::string>(), &weights, &error))
       << error;
   EXPECT_EQ(weights.metadata["arm"], arm_name);
 
@@ -77,9 +78,9 @@ TEST_P(ParityTest, LogitsRoutesAndJsMatchTheReference) {
 
   const nlohmann::json ref = ReadJson(kDir + "/" + entry["logits"].get<std::string>());
   const auto shape = ref["shape"].get<std::vector<int64_t>>();
-  const at::Tensor expect =
-      torch::tensor(ref["values"].get<std::vector<double>>(), torch::TensorOptions().dtype(torch::kDouble))
-          .view(shape);
+  const at::Tensor expect = torch::tensor(ref["values"].get<std::vector<double>>(),
+                                          torch::TensorOptions().dtype(torch::kDouble))
+                                .view(shape);
   ASSERT_EQ(out.logits.sizes(), expect.sizes());
   const double scale = expect.abs().max().item<double>();
   const double rel = (out.logits - expect).abs().max().item<double>() / scale;

@@ -306,14 +306,12 @@ TEST(ProtoJsonTest, RejectsUnknownFieldsByDefault) {
   }
   {
     pb::RunSpec run;  // unknown enum name
-    EXPECT_FALSE(
-        JsonStringToMessage(R"({"parallel": {"backend": "BACKEND_GLOO"}})", &run).ok());
+    EXPECT_FALSE(JsonStringToMessage(R"({"parallel": {"backend": "BACKEND_GLOO"}})", &run).ok());
   }
   {
     pb::RunSpec run;  // the accepted spelling parses (the control for the cases above)
-    EXPECT_TRUE(JsonStringToMessage(R"({"model": {"arm": "rd", "shape": {"layers": 4}}})",
-                                    &run)
-                    .ok());
+    EXPECT_TRUE(
+        JsonStringToMessage(R"({"model": {"arm": "rd", "shape": {"layers": 4}}})", &run).ok());
   }
 }
 
@@ -373,8 +371,8 @@ std::string UpperSnake(const std::string& camel) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(),
-                                                suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 TEST(ProtoWireRulesTest, ContractFilesAreFound) {

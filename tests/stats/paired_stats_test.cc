@@ -60,7 +60,8 @@ TEST(IncompleteBeta, ClosedForms) {
     for (double a : {0.5, 1.0, 2.5, 7.0, 40.0}) {
       // I_x(a, 1) = x^a, I_x(1, b) = 1 − (1 − x)^b.
       if (std::pow(x, a) > 1e-300) {
-        EXPECT_LT(Rel(RegularizedIncompleteBeta(a, 1.0, x), std::pow(x, a)), 1e-13) << a << " " << x;
+        EXPECT_LT(Rel(RegularizedIncompleteBeta(a, 1.0, x), std::pow(x, a)), 1e-13)
+            << a << " " << x;
       }
       EXPECT_LT(Rel(RegularizedIncompleteBeta(1.0, a, x), -std::expm1(a * std::log1p(-x))), 1e-13)
           << a << " " << x;
@@ -77,7 +78,8 @@ TEST(IncompleteBeta, ClosedForms) {
   }
   EXPECT_NEAR(RegularizedIncompleteBeta(200.0, 200.0, 0.5), 0.5, 5e-14);
   // Reference values (50-digit evaluation of the same continued fraction, see docs/report.md):
-  // I_0.77(40, 3.5) = 0.00304503270225919391879908..., I_1e-9(0.5, 3.5) = 6.44213914400589139...e-5.
+  // I_0.77(40, 3.5) = 0.00304503270225919391879908..., I_1e-9(0.5, 3.5)
+  // = 6.44213914400589139...e-5.
   EXPECT_LT(Rel(RegularizedIncompleteBeta(40.0, 3.5, 0.77), 0.0030450327022591939188), 1e-13);
   EXPECT_LT(Rel(RegularizedIncompleteBeta(0.5, 3.5, 1e-9), 6.4421391440058913965e-05), 1e-13);
   // I_0.4(2, 3) = P(Binomial(4, 0.4) >= 2) = 1 − 0.6^4 − 4·0.4·0.6^3 = 0.5248.
@@ -103,8 +105,8 @@ double Cdf4(double t) {
 }
 
 TEST(StudentT, CdfMatchesClosedForms) {
-  for (double t : {-40.0, -7.5, -2.0, -1.0, -0.3, 0.0, 1e-8, 0.3, 1.0, 2.0, 4.302652729749464, 12.7,
-                   100.0}) {
+  for (double t :
+       {-40.0, -7.5, -2.0, -1.0, -0.3, 0.0, 1e-8, 0.3, 1.0, 2.0, 4.302652729749464, 12.7, 100.0}) {
     EXPECT_NEAR(StudentTCdf(t, 1), Cdf1(t), 2e-15) << t;
     EXPECT_NEAR(StudentTCdf(t, 2), Cdf2(t), 2e-15) << t;
     EXPECT_NEAR(StudentTCdf(t, 3), Cdf3(t), 2e-15) << t;
@@ -138,12 +140,12 @@ TEST(StudentT, QuantileFixtures) {
   const struct {
     double p, df, q;
   } fixtures[] = {
-      {0.975, 1, 12.706204736174705},   {0.975, 2, 4.302652729749464},
-      {0.975, 3, 3.1824463052837095},   {0.975, 4, 2.7764451051977943},
-      {0.975, 5, 2.5705818356363155},   {0.975, 30, 2.042272456301238},
-      {0.995, 10, 3.1692726726169513},  {0.95, 3, 2.3533634348018238},
-      {0.9995, 2, 31.59905457644362},   {0.975, 100, 1.9839715185235522},
-      {0.9, 7, 1.4149239276505086},     {0.95, 4, 2.1318467863266504},
+      {0.975, 1, 12.706204736174705},  {0.975, 2, 4.302652729749464},
+      {0.975, 3, 3.1824463052837095},  {0.975, 4, 2.7764451051977943},
+      {0.975, 5, 2.5705818356363155},  {0.975, 30, 2.042272456301238},
+      {0.995, 10, 3.1692726726169513}, {0.95, 3, 2.3533634348018238},
+      {0.9995, 2, 31.59905457644362},  {0.975, 100, 1.9839715185235522},
+      {0.9, 7, 1.4149239276505086},    {0.95, 4, 2.1318467863266504},
   };
   for (const auto& f : fixtures) {
     EXPECT_LT(Rel(StudentTQuantile(f.p, f.df), f.q), 1e-13) << f.p << " " << f.df;
@@ -183,15 +185,15 @@ TEST(StudentT, QuantileMatchesClosedFormsAndInvertsTheCdf) {
 // ---- Sign test and binomial --------------------------------------------------------------
 
 TEST(SignTest, ExactValues) {
-  EXPECT_EQ(SignTestP(5, 0), 0.0625);         // 2 · 2^-5
+  EXPECT_EQ(SignTestP(5, 0), 0.0625);  // 2 · 2^-5
   EXPECT_EQ(SignTestP(0, 5), 0.0625);
-  EXPECT_EQ(SignTestP(10, 0), 0.001953125);   // 2 · 2^-10
-  EXPECT_EQ(SignTestP(1, 5), 0.21875);        // 2 · (1 + 6) / 64
+  EXPECT_EQ(SignTestP(10, 0), 0.001953125);  // 2 · 2^-10
+  EXPECT_EQ(SignTestP(1, 5), 0.21875);       // 2 · (1 + 6) / 64
   EXPECT_EQ(SignTestP(5, 1), 0.21875);
-  EXPECT_EQ(SignTestP(3, 3), 1.0);            // min(1, 2 · 42/64)
-  EXPECT_EQ(SignTestP(0, 0), 1.0);            // nothing to test
-  EXPECT_EQ(SignTestP(4, 1), 0.375);          // 2 · (1 + 5) / 32
-  EXPECT_EQ(SignTestP(8, 2), 0.109375);       // 2 · (1 + 10 + 45) / 1024
+  EXPECT_EQ(SignTestP(3, 3), 1.0);       // min(1, 2 · 42/64)
+  EXPECT_EQ(SignTestP(0, 0), 1.0);       // nothing to test
+  EXPECT_EQ(SignTestP(4, 1), 0.375);     // 2 · (1 + 5) / 32
+  EXPECT_EQ(SignTestP(8, 2), 0.109375);  // 2 · (1 + 10 + 45) / 1024
 }
 
 TEST(SignTest, BinomialHalfCdf) {
@@ -205,9 +207,9 @@ TEST(SignTest, BinomialHalfCdf) {
     const double beta = RegularizedIncompleteBeta(1000.0 - k, k + 1.0, 0.5);
     EXPECT_LT(Rel(beta, sum), 1e-12) << k;
   }
-  EXPECT_NEAR(BinomialHalfCdf(500, 1001), 0.5, 1e-14);     // symmetric
-  EXPECT_NEAR(BinomialHalfCdf(5000, 10001), 0.5, 1e-13);   // rescaled sum
-  EXPECT_EQ(BinomialHalfCdf(0, 2000), 0.0);                // 2^-2000 underflows
+  EXPECT_NEAR(BinomialHalfCdf(500, 1001), 0.5, 1e-14);    // symmetric
+  EXPECT_NEAR(BinomialHalfCdf(5000, 10001), 0.5, 1e-13);  // rescaled sum
+  EXPECT_EQ(BinomialHalfCdf(0, 2000), 0.0);               // 2^-2000 underflows
   EXPECT_EQ(BinomialHalfCdf(0, 1000), std::ldexp(1.0, -1000));
 }
 
@@ -245,8 +247,8 @@ TEST(Bootstrap, PercentileType7) {
   const std::vector<double> v = {1.0, 2.0, 4.0, 8.0};
   EXPECT_EQ(PercentileSorted(v, 0.0), 1.0);
   EXPECT_EQ(PercentileSorted(v, 1.0), 8.0);
-  EXPECT_EQ(PercentileSorted(v, 0.5), 3.0);        // h = 1.5
-  EXPECT_EQ(PercentileSorted(v, 0.25), 1.75);      // h = 0.75
+  EXPECT_EQ(PercentileSorted(v, 0.5), 3.0);    // h = 1.5
+  EXPECT_EQ(PercentileSorted(v, 0.25), 1.75);  // h = 0.75
   EXPECT_EQ(PercentileSorted({5.0}, 0.3), 5.0);
   EXPECT_TRUE(std::isnan(PercentileSorted({}, 0.5)));
   EXPECT_TRUE(std::isnan(PercentileSorted(v, 1.5)));
@@ -467,13 +469,13 @@ TEST(Power, SmallAlphaAndTwoSeedsNeedAHugeNoncentrality) {
 }
 
 TEST(Power, EdgeCases) {
-  EXPECT_TRUE(std::isnan(MinimumDetectableEffect(0.01, 1, 0.05)));    // n < 2
-  EXPECT_TRUE(std::isnan(MinimumDetectableEffect(NAN, 5, 0.05)));     // no sd
-  EXPECT_EQ(MinimumDetectableEffect(0.0, 5, 0.05), 0.0);              // sd = 0
-  EXPECT_EQ(SeedsNeeded(0.01, 0.0, 0.05), 2);                         // sd = 0
-  EXPECT_EQ(SeedsNeeded(0.0, 0.01, 0.05), 0);                         // no effect: undefined
+  EXPECT_TRUE(std::isnan(MinimumDetectableEffect(0.01, 1, 0.05)));  // n < 2
+  EXPECT_TRUE(std::isnan(MinimumDetectableEffect(NAN, 5, 0.05)));   // no sd
+  EXPECT_EQ(MinimumDetectableEffect(0.0, 5, 0.05), 0.0);            // sd = 0
+  EXPECT_EQ(SeedsNeeded(0.01, 0.0, 0.05), 2);                       // sd = 0
+  EXPECT_EQ(SeedsNeeded(0.0, 0.01, 0.05), 0);                       // no effect: undefined
   EXPECT_EQ(SeedsNeeded(0.01, NAN, 0.05), 0);
-  EXPECT_EQ(SeedsNeeded(1e-6, 1.0, 0.05), kSeedsBeyondSearch);        // > 1,000,000
+  EXPECT_EQ(SeedsNeeded(1e-6, 1.0, 0.05), kSeedsBeyondSearch);               // > 1,000,000
   EXPECT_EQ(SeedsNeeded(-0.02, 0.01, 0.05), SeedsNeeded(0.02, 0.01, 0.05));  // |Δ|
   // Seeds needed is the smallest n with power >= 0.8.
   const int64_t k = SeedsNeeded(0.01, 0.012, 0.05);

@@ -8,19 +8,18 @@
 //
 // The datasets are the edge cases of docs/report.md ("Power", "Robustness", "Trend"): the
 // paper's S deltas with a gap that narrows, a gap that widens, ties and zero deltas, an
-// outlier, n = 1, n = 2, sd = 0 (MAD = 0), MAD = 0 with one other Δ, n = 25 (the largest exact Wilcoxon) and n = 30
-// (normal approximation), and a user target delta.
+// outlier, n = 1, n = 2, sd = 0 (MAD = 0), MAD = 0 with one other Δ, n = 25 (the largest exact
+// Wilcoxon) and n = 30 (normal approximation), and a user target delta.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "coordinator/stats/paired_stats.h"
 #include "coordinator/stats/render.h"
@@ -180,30 +179,36 @@ int main(int argc, char** argv) {
   for (double df : {1.0, 2.0, 4.0, 9.0, 29.0, 200.0}) {
     for (double ncp : {0.0, 0.5, -1.5, 3.0, 8.0, 25.0, 60.0}) {
       for (double t : {-2.0, 0.0, 0.7, 2.3, 4.0, 12.7, 30.0, 61.0}) {
-        grid.push_back({{"t", t}, {"df", df}, {"ncp", ncp},
+        grid.push_back({{"t", t},
+                        {"df", df},
+                        {"ncp", ncp},
                         {"cdf", rdattn::stats::NoncentralTCdf(t, df, ncp)}});
       }
     }
   }
   // Far tails with t² ≫ df and a huge ncp: the starting I_x(a, b) has a ~ 1e7 and 1 − x ~ 1e-8.
-  for (const auto& [t, df, ncp] : {std::tuple{6366.19767131205, 1.0, 12000.0},
-                                   std::tuple{6300.0, 3.0, 9000.0},
-                                   std::tuple{8400.0, 3.0, 12000.0}}) {
-    grid.push_back({{"t", t}, {"df", df}, {"ncp", ncp},
-                    {"cdf", rdattn::stats::NoncentralTCdf(t, df, ncp)}});
+  for (const auto& [t, df, ncp] :
+       {std::tuple{6366.19767131205, 1.0, 12000.0}, std::tuple{6300.0, 3.0, 9000.0},
+        std::tuple{8400.0, 3.0, 12000.0}}) {
+    grid.push_back(
+        {{"t", t}, {"df", df}, {"ncp", ncp}, {"cdf", rdattn::stats::NoncentralTCdf(t, df, ncp)}});
   }
   nlohmann::ordered_json power = nlohmann::ordered_json::array();
   for (int64_t n : {2, 3, 5, 10, 40}) {
     for (double alpha : {0.05, 0.1, 0.01, 1e-4}) {
       for (double ncp : {0.0, 1.0, 2.8, 6.0, 15.0}) {
-        power.push_back({{"n", n}, {"alpha", alpha}, {"ncp", ncp},
+        power.push_back({{"n", n},
+                         {"alpha", alpha},
+                         {"ncp", ncp},
                          {"power", rdattn::stats::PairedTTestPowerNcp(ncp, n, alpha)}});
       }
     }
   }
   // n = 2 at α = 1e-4: 80% power needs ncp ≈ 8159 (λ ≈ 3.3e7 around the Poisson mode).
   for (double ncp : {4000.0, 8159.0, 12000.0}) {
-    power.push_back({{"n", 2}, {"alpha", 1e-4}, {"ncp", ncp},
+    power.push_back({{"n", 2},
+                     {"alpha", 1e-4},
+                     {"ncp", ncp},
                      {"power", rdattn::stats::PairedTTestPowerNcp(ncp, 2, 1e-4)}});
   }
   nlohmann::ordered_json all{{"cdf", grid}, {"power", power}};

@@ -616,9 +616,9 @@ std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
 TEST(RenderCsv, OneWellFormedFilePerTable) {
   const ReportTables t = BuildTables(MessySweep(), kSeed);
   const auto files = RenderCsv(t);
-  for (const char* name : {"nll.csv", "paired.csv", "paired_seeds.csv", "controls.csv",
-                           "depth.csv", "depth_layers.csv", "cost.csv", "cost_pairs.csv",
-                           "cost_excluded.csv", "missing.csv", "trend.csv", "trend_seeds.csv"}) {
+  for (const char* name : {"nll.csv", "paired.csv", "paired_seeds.csv", "controls.csv", "depth.csv",
+                           "depth_layers.csv", "cost.csv", "cost_pairs.csv", "cost_excluded.csv",
+                           "missing.csv", "trend.csv", "trend_seeds.csv"}) {
     ASSERT_TRUE(files.count(name)) << name;
     const auto rows = ParseCsv(files.at(name));
     ASSERT_FALSE(rows.empty()) << name;
@@ -728,8 +728,8 @@ bool IsPng(const fs::path& path) {
 }
 
 void ExpectThreePngs(const fs::path& dir) {
-  for (const char* png : {kPlotNllVsTokens, kPlotDeltaLastMilestone, kPlotJsByLayer,
-                          kPlotDeltaVsTokens}) {
+  for (const char* png :
+       {kPlotNllVsTokens, kPlotDeltaLastMilestone, kPlotJsByLayer, kPlotDeltaVsTokens}) {
     EXPECT_TRUE(fs::exists(dir / png)) << png;
     if (fs::exists(dir / png)) {
       EXPECT_TRUE(IsPng(dir / png)) << png;

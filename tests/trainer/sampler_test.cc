@@ -1,11 +1,11 @@
 // Deterministic data order: the global batch at step k is a pure function of (seed, k), the
 // same at every world size; every epoch visits every window once; eval windows are fixed.
+#include "worker/trainer/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
-
-#include "worker/trainer/sampler.h"
 
 namespace rdattn::trainer {
 namespace {

@@ -18,8 +18,8 @@
 namespace rdattn::worker {
 namespace {
 
-using testing::FakeCoordinator;
 using std::chrono::milliseconds;
+using testing::FakeCoordinator;
 
 std::string TempDir() {
   std::string dir = ::testing::TempDir() + "/relay_XXXXXX";
@@ -33,8 +33,9 @@ void Append(const std::string& path, const std::string& text) {
 }
 
 std::string Line(int seq, const std::string& kind) {
-  return "{\"seq\":" + std::to_string(seq) + ",\"kind\":\"" + kind + "\",\"step\":" + std::to_string(seq * 10) +
-         ",\"tokens\":\"" + std::to_string(seq * 4096) + "\",\"wall_time\":\"2025-01-02T03:04:05.5Z\"}\n";
+  return "{\"seq\":" + std::to_string(seq) + ",\"kind\":\"" + kind +
+         "\",\"step\":" + std::to_string(seq * 10) + ",\"tokens\":\"" + std::to_string(seq * 4096) +
+         "\",\"wall_time\":\"2025-01-02T03:04:05.5Z\"}\n";
 }
 
 EventRelay::Options RelayOptions(const std::string& path) {
@@ -51,13 +52,16 @@ EventRelay::Options RelayOptions(const std::string& path) {
 }
 
 CoordinatorClient Client(const FakeCoordinator& fake, const std::string& token = "test-token") {
-  return CoordinatorClient(grpc::CreateChannel(fake.address(), grpc::InsecureChannelCredentials()), token);
+  return CoordinatorClient(grpc::CreateChannel(fake.address(), grpc::InsecureChannelCredentials()),
+                           token);
 }
 
 TEST(ParseEventLineTest, ParsesTheTrainersJson) {
   auto e = ParseEventLine(
-      "{\"seq\":3,\"kind\":\"KIND_EVAL\",\"job_id\":\"j\",\"attempt\":1,\"step\":7,\"tokens\":28672,"
-      "\"val_nll\":\"NaN\",\"js_nats\":[0.1,0.2],\"wall_time\":\"2025-01-02T03:04:05Z\",\"future_field\":1}");
+      "{\"seq\":3,\"kind\":\"KIND_EVAL\",\"job_id\":\"j\",\"attempt\":1,\"step\":7,\"tokens\":"
+      "28672,"
+      "\"val_nll\":\"NaN\",\"js_nats\":[0.1,0.2],\"wall_time\":\"2025-01-02T03:04:05Z\",\"future_"
+      "field\":1}");
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_EQ(e->seq(), 3u);
   EXPECT_EQ(e->kind(), rdattn::v1::MetricEvent::KIND_EVAL);
@@ -106,7 +110,8 @@ TEST(EventRelayTest, RelaysInOrderAndHoldsPartialLines) {
   }
   EXPECT_EQ(events[3].kind(), rdattn::v1::MetricEvent::KIND_FINISHED);
   for (const auto& seqs : fake.stream_seqs()) {
-    for (size_t i = 1; i < seqs.size(); ++i) EXPECT_LT(seqs[i - 1], seqs[i]) << "duplicate within a stream";
+    for (size_t i = 1; i < seqs.size(); ++i)
+      EXPECT_LT(seqs[i - 1], seqs[i]) << "duplicate within a stream";
   }
   for (const auto& lease : fake.stream_leases()) EXPECT_EQ(lease, "lease-1");
   const RelayProgress p = relay.progress();
@@ -123,7 +128,8 @@ TEST(EventRelayTest, ReopensBrokenStreamsAndResendsTheRest) {
   FakeCoordinator fake(config);
   CoordinatorClient client = Client(fake);
   const std::string path = TempDir() + "/events.jsonl";
-  for (int seq = 1; seq <= 6; ++seq) Append(path, Line(seq, seq == 6 ? "KIND_FINISHED" : "KIND_TRAIN_STEP"));
+  for (int seq = 1; seq <= 6; ++seq)
+    Append(path, Line(seq, seq == 6 ? "KIND_FINISHED" : "KIND_TRAIN_STEP"));
   EventRelay relay(RelayOptions(path), &client);
   relay.Start();
   ASSERT_TRUE(relay.Drain(std::chrono::steady_clock::now() + milliseconds(10000)).ok());
@@ -141,7 +147,8 @@ TEST(EventRelayTest, SkipsBadLinesAndOldSeqs) {
   FakeCoordinator fake({});
   CoordinatorClient client = Client(fake);
   const std::string path = TempDir() + "/events.jsonl";
-  Append(path, Line(1, "KIND_INIT") + "not json\n" + Line(1, "KIND_INIT") + Line(2, "KIND_FINISHED"));
+  Append(path,
+         Line(1, "KIND_INIT") + "not json\n" + Line(1, "KIND_INIT") + Line(2, "KIND_FINISHED"));
   // The metrics hooks see each accepted event once, ids filled in, and each bad line.
   std::mutex mu;
   std::vector<rdattn::v1::MetricEvent> seen;

@@ -44,7 +44,8 @@ inline std::vector<Sample> ParseExposition(const std::string& text) {
         const size_t eq = labels.find('=', at);
         const size_t open = labels.find('"', eq);
         const size_t close = labels.find('"', open + 1);
-        if (eq == std::string::npos || open == std::string::npos || close == std::string::npos) break;
+        if (eq == std::string::npos || open == std::string::npos || close == std::string::npos)
+          break;
         s.labels[labels.substr(at, eq - at)] = labels.substr(open + 1, close - open - 1);
         at = close + 1;
         if (at < labels.size() && labels[at] == ',') ++at;

@@ -23,11 +23,11 @@ namespace pb = ::rdattn::v1;
 class FakeCoordinator final : public pb::WorkerService::Service {
  public:
   struct Config {
-    std::string token = "test-token";       // required as "authorization: Bearer <token>"
-    std::optional<pb::JobSpec> job;          // handed out by the first LeaseJob
+    std::string token = "test-token";  // required as "authorization: Bearer <token>"
+    std::optional<pb::JobSpec> job;    // handed out by the first LeaseJob
     std::string lease_id = "lease-1";
     int heartbeat_interval_ms = 200;
-    bool cancel_after_init = false;          // cancel order once a KIND_INIT event is stored
+    bool cancel_after_init = false;  // cancel order once a KIND_INIT event is stored
     int cancel_grace_ms = 5000;
     int fail_streams = 0;  // the first N ReportProgress streams fail after one event
   };
@@ -98,7 +98,8 @@ class FakeCoordinator final : public pb::WorkerService::Service {
 
   // --- WorkerService ---------------------------------------------------------------------------
 
-  grpc::Status RegisterWorker(grpc::ServerContext* context, const pb::RegisterWorkerRequest* request,
+  grpc::Status RegisterWorker(grpc::ServerContext* context,
+                              const pb::RegisterWorkerRequest* request,
                               pb::RegisterWorkerResponse* response) override {
     if (!Authorized(context)) return Unauthenticated();
     std::lock_guard<std::mutex> lock(mu_);
@@ -122,7 +123,8 @@ class FakeCoordinator final : public pb::WorkerService::Service {
       cv_.notify_all();
       return grpc::Status::OK;
     }
-    const auto wait = std::chrono::milliseconds(request->wait().seconds() * 1000 + request->wait().nanos() / 1000000);
+    const auto wait = std::chrono::milliseconds(request->wait().seconds() * 1000 +
+                                                request->wait().nanos() / 1000000);
     cv_.wait_for(lock, std::min(wait, std::chrono::milliseconds(1000)),
                  [&] { return shutting_down_ || context->IsCancelled(); });
     return grpc::Status::OK;
@@ -134,7 +136,8 @@ class FakeCoordinator final : public pb::WorkerService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     heartbeats_.push_back(*request);
     bool init_stored = false;
-    for (const auto& [seq, event] : stored_) init_stored |= event.kind() == pb::MetricEvent::KIND_INIT;
+    for (const auto& [seq, event] : stored_)
+      init_stored |= event.kind() == pb::MetricEvent::KIND_INIT;
     for (const pb::LeaseProgress& lease : request->leases()) {
       pb::LeaseRenewal* renewal = response->add_renewed();
       renewal->set_lease_id(lease.lease_id());
@@ -153,7 +156,8 @@ class FakeCoordinator final : public pb::WorkerService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ReportProgress(grpc::ServerContext* context, grpc::ServerReader<pb::ReportProgressRequest>* reader,
+  grpc::Status ReportProgress(grpc::ServerContext* context,
+                              grpc::ServerReader<pb::ReportProgressRequest>* reader,
                               pb::ReportProgressResponse* response) override {
     if (!Authorized(context)) return Unauthenticated();
     size_t index;
@@ -186,8 +190,9 @@ class FakeCoordinator final : public pb::WorkerService::Service {
     if (!Authorized(context)) return Unauthenticated();
     std::lock_guard<std::mutex> lock(mu_);
     completions_.push_back(*request);
-    response->set_job_state(request->outcome() == pb::JOB_OUTCOME_SUCCEEDED ? pb::JOB_STATE_SUCCEEDED
-                                                                            : pb::JOB_STATE_FAILED);
+    response->set_job_state(request->outcome() == pb::JOB_OUTCOME_SUCCEEDED
+                                ? pb::JOB_STATE_SUCCEEDED
+                                : pb::JOB_STATE_FAILED);
     cv_.notify_all();
     return grpc::Status::OK;
   }
@@ -196,14 +201,17 @@ class FakeCoordinator final : public pb::WorkerService::Service {
   bool Authorized(grpc::ServerContext* context) {
     const auto& md = context->client_metadata();
     auto it = md.find("authorization");
-    const bool ok = it != md.end() && std::string(it->second.data(), it->second.size()) == "Bearer " + config_.token;
+    const bool ok = it != md.end() &&
+                    std::string(it->second.data(), it->second.size()) == "Bearer " + config_.token;
     if (!ok) {
       std::lock_guard<std::mutex> lock(mu_);
       ++unauthenticated_;
     }
     return ok;
   }
-  static grpc::Status Unauthenticated() { return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "bad token"); }
+  static grpc::Status Unauthenticated() {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "bad token");
+  }
 
   const Config config_;
   int port_ = 0;

@@ -35,8 +35,8 @@ bool HasEnvName(const CommandLine& c, const std::string& name) {
 TEST(LaunchTest, SingleRankIsTheTrainerItself) {
   const CommandLine c = BuildCommandLine(Spec(1));
   EXPECT_EQ(c.argv, (std::vector<std::string>{"/opt/rdattn/bin/rdattn-train", "train", "--job",
-                                               "/w/j/attempt-2/job.json", "--events",
-                                               "/w/j/attempt-2/events.jsonl", "--attempt", "2"}));
+                                              "/w/j/attempt-2/job.json", "--events",
+                                              "/w/j/attempt-2/events.jsonl", "--attempt", "2"}));
   EXPECT_TRUE(HasEnv(c, "OMP_NUM_THREADS", "4"));
   EXPECT_TRUE(HasEnv(c, "MKL_NUM_THREADS", "4"));
   EXPECT_FALSE(HasEnvName(c, "OMPI_ALLOW_RUN_AS_ROOT"));

@@ -172,10 +172,18 @@ TEST(WorkerMetricsTest, EventsBecomeGaugesAndHistograms) {
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_depth_js_divergence", With(job, {{"layer", "1"}})), 0.2);
   EXPECT_EQ(Find(samples, "rdattn_depth_js_divergence").size(), 2u);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_depth_js_divergence_mean", job), 0.15);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "0"}, {"route", "qk"}})), 1.0);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "1"}, {"route", "qk"}})), 1.1);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "0"}, {"route", "v"}})), 0.5);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "1"}, {"route", "v"}})), 0.6);
+  EXPECT_DOUBLE_EQ(
+      Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "0"}, {"route", "qk"}})),
+      1.0);
+  EXPECT_DOUBLE_EQ(
+      Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "1"}, {"route", "qk"}})),
+      1.1);
+  EXPECT_DOUBLE_EQ(
+      Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "0"}, {"route", "v"}})),
+      0.5);
+  EXPECT_DOUBLE_EQ(
+      Value(samples, "rdattn_route_entropy_nats", With(job, {{"layer", "1"}, {"route", "v"}})),
+      0.6);
   EXPECT_EQ(Find(samples, "rdattn_route_entropy_nats").size(), 4u);
   // Not measured yet: no series rather than a misleading 0.
   EXPECT_TRUE(Find(samples, "rdattn_test_nll").empty());
@@ -201,15 +209,17 @@ TEST(WorkerMetricsTest, EventsBecomeGaugesAndHistograms) {
     EXPECT_NEAR(std::stod(buckets[9].labels.at("le")), 26.2144, 1e-9) << name;
     EXPECT_DOUBLE_EQ(Value(samples, name + "_count", job), 2);
   }
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_allreduce_duration_seconds_bucket", With(job, {{"le", "0.0001"}})), 0);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_data_wait_seconds_bucket", With(job, {{"le", "0.0004"}})), 2);
+  EXPECT_DOUBLE_EQ(
+      Value(samples, "rdattn_allreduce_duration_seconds_bucket", With(job, {{"le", "0.0001"}})), 0);
+  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_data_wait_seconds_bucket", With(job, {{"le", "0.0004"}})),
+                   2);
 
   // No label is ever a step, a token count, a milestone, a lease or an attempt: every label
   // of every series is one of the catalogue's. Nor `job`: Prometheus's scrape-job label would
   // rename it exported_job (the job id is `job_id`).
-  const std::set<std::string> allowed = {"sweep", "job_id", "arm", "seed", "scale", "layer", "route", "le",
-                                         "outcome", "state", "worker", "hostname", "hardware_kind",
-                                         "device_name", "version"};
+  const std::set<std::string> allowed = {
+      "sweep",   "job_id", "arm",    "seed",     "scale",         "layer",       "route",  "le",
+      "outcome", "state",  "worker", "hostname", "hardware_kind", "device_name", "version"};
   for (const Sample& s : samples) {
     for (const auto& [name, value] : s.labels) {
       EXPECT_TRUE(allowed.count(name)) << s.name << " carries the label " << name;
@@ -302,7 +312,8 @@ TEST(WorkerMetricsTest, FinishedJobsAreKeptForTheRetentionThenRemoved) {
   auto samples = Scrape(metrics);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_job_running", JobLabels()), 0);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_val_nll", JobLabels()), 8.5);  // the final values stay
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}}), 1);
+  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}}),
+                   1);
   const size_t kept = SeriesOfJob(samples, kJob);
   EXPECT_GT(kept, 20u);
 
@@ -315,7 +326,8 @@ TEST(WorkerMetricsTest, FinishedJobsAreKeptForTheRetentionThenRemoved) {
   EXPECT_GT(SeriesOfJob(samples, other), 0u);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_job_running", JobLabels(other)), 1);
   // Process-wide counters stay.
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}}), 1);
+  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}}),
+                   1);
   EXPECT_EQ(metrics.Purge(t0 + seconds(100000)), 0);
 }
 
@@ -330,13 +342,15 @@ TEST(WorkerMetricsTest, ARetriedJobTakesOverItsKeptSeries) {
   auto samples = Scrape(metrics);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_job_running", JobLabels()), 1);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_step_duration_seconds_count", JobLabels()), 1);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "preempted"}}), 1);
+  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "preempted"}}),
+                   1);
   metrics.JobEnded(kJob, "lease_lost", t0 + seconds(1000));
   EXPECT_EQ(metrics.Purge(t0 + seconds(1299)), 0);
   EXPECT_EQ(metrics.Purge(t0 + seconds(1300)), 1);
   samples = Scrape(metrics);
   EXPECT_EQ(SeriesOfJob(samples, kJob), 0u);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "lease_lost"}}), 1);
+  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "lease_lost"}}),
+                   1);
 }
 
 TEST(WorkerMetricsTest, ZeroRetentionRemovesAtTheNextPurge) {
@@ -353,12 +367,14 @@ TEST(WorkerMetricsTest, ProcessSeries) {
   WorkerMetrics metrics(seconds(300));
   auto samples = Scrape(metrics);
   for (const char* outcome : {"succeeded", "failed", "preempted", "cancelled", "lease_lost"}) {
-    EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", outcome}}), 0) << outcome;
+    EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", outcome}}), 0)
+        << outcome;
   }
   EXPECT_TRUE(Find(samples, "rdattn_worker_info").empty());  // not registered yet
 
   metrics.SetWorkerInfo("w-1", "host-a", pb::HARDWARE_KIND_CPU, "Xeon", "0.1.0");
-  metrics.SetWorkerInfo("w-2", "host-a", pb::HARDWARE_KIND_GPU, "NVIDIA H200", "0.1.0");  // registered again
+  metrics.SetWorkerInfo("w-2", "host-a", pb::HARDWARE_KIND_GPU, "NVIDIA H200",
+                        "0.1.0");  // registered again
   metrics.SetSlots(3, 5);
   metrics.HeartbeatFailed();
   metrics.HeartbeatFailed();
@@ -369,13 +385,17 @@ TEST(WorkerMetricsTest, ProcessSeries) {
   samples = Scrape(metrics);
   const auto info = Find(samples, "rdattn_worker_info");
   ASSERT_EQ(info.size(), 1u);
-  EXPECT_EQ(info[0].labels, (Labels{{"worker", "w-2"}, {"hostname", "host-a"}, {"hardware_kind", "gpu"},
-                                    {"device_name", "NVIDIA H200"}, {"version", "0.1.0"}}));
+  EXPECT_EQ(info[0].labels, (Labels{{"worker", "w-2"},
+                                    {"hostname", "host-a"},
+                                    {"hardware_kind", "gpu"},
+                                    {"device_name", "NVIDIA H200"},
+                                    {"version", "0.1.0"}}));
   EXPECT_EQ(info[0].value, 1);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_local_slots", {{"state", "free"}}), 3);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_local_slots", {{"state", "busy"}}), 5);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_heartbeat_failures_total", {}), 2);
-  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_last_heartbeat_timestamp_seconds", {}), 1700000000);
+  EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_last_heartbeat_timestamp_seconds", {}),
+                   1700000000);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_event_parse_errors_total", {}), 1);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_events_relayed_total", {}), 1);
   EXPECT_DOUBLE_EQ(Value(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "failed"}}), 1);

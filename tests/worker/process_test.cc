@@ -84,7 +84,8 @@ TEST(ChildProcessTest, SignalReachesEveryProcessOfTheSession) {
   auto exit = (*child)->Wait(milliseconds(10000));
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->term_signal, SIGTERM);
-  for (int i = 0; i < 200 && !SessionMembers(pid).empty(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  for (int i = 0; i < 200 && !SessionMembers(pid).empty(); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
   EXPECT_TRUE(SessionMembers(pid).empty());
 }
 
@@ -96,14 +97,15 @@ TEST(ChildProcessTest, StraysAreKilledWhenTheLauncherExits) {
   auto exit = (*child)->Wait(milliseconds(10000));
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->exit_code, 0);
-  for (int i = 0; i < 200 && !SessionMembers(pid).empty(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  for (int i = 0; i < 200 && !SessionMembers(pid).empty(); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
   EXPECT_TRUE(SessionMembers(pid).empty());
 }
 
 TEST(ChildProcessTest, UnderMpirunOnlyTheRanksGetTheSignal) {
   const std::string dir = TempDir();
-  ChildProcess::Options o =
-      Shell("trap 'echo launcher-signalled' TERM; sleep 30 & wait $!; echo ranks-done; exit 7", dir);
+  ChildProcess::Options o = Shell(
+      "trap 'echo launcher-signalled' TERM; sleep 30 & wait $!; echo ranks-done; exit 7", dir);
   o.launcher_is_mpirun = true;
   auto child = ChildProcess::Spawn(o);
   ASSERT_TRUE(child.ok());

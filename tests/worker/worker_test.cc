@@ -4,6 +4,7 @@
 // failure, a cancel order (honoured, and ignored until SIGKILL), a worker SIGTERM, mpirun, and
 // its /metrics (served, kept for the retention, then removed; bad metrics flags);
 // and once with the real rdattn-train on a tiny model, where it is built.
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -15,11 +16,9 @@
 #include <map>
 #include <regex>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "tests/worker/exposition.h"
 #include "tests/worker/fake_coordinator.h"
@@ -36,8 +35,8 @@
 namespace rdattn::worker {
 namespace {
 
-using testing::FakeCoordinator;
 using std::chrono::milliseconds;
+using testing::FakeCoordinator;
 namespace pb = ::rdattn::v1;
 
 constexpr char kJobId[] = "sw1/S/s1/rd";
@@ -83,11 +82,25 @@ struct Fixture {
 
   std::string attempt_dir() const { return workdir + "/sw1_S_s1_rd/attempt-1"; }
 
-  std::unique_ptr<ChildProcess> StartWorker(const FakeCoordinator& fake, std::vector<std::string> extra = {}) const {
+  std::unique_ptr<ChildProcess> StartWorker(const FakeCoordinator& fake,
+                                            std::vector<std::string> extra = {}) const {
     ChildProcess::Options o;
-    o.command.argv = {RDATTN_WORKER_BINARY, "--coordinator", fake.address(), "--workdir", workdir,
-                      "--train-binary", script, "--token-file", dir + "/token", "--once",
-                      "--event-poll", "0.05", "--threads-per-rank", "3", "--lease-wait", "2"};
+    o.command.argv = {RDATTN_WORKER_BINARY,
+                      "--coordinator",
+                      fake.address(),
+                      "--workdir",
+                      workdir,
+                      "--train-binary",
+                      script,
+                      "--token-file",
+                      dir + "/token",
+                      "--once",
+                      "--event-poll",
+                      "0.05",
+                      "--threads-per-rank",
+                      "3",
+                      "--lease-wait",
+                      "2"};
     o.command.argv.insert(o.command.argv.end(), extra.begin(), extra.end());
     o.stdout_path = log;
     o.stderr_path = log;
@@ -196,7 +209,9 @@ exit 0
 
   // job.json: the lease's RunSpec with the worker's checkpoint dir and threads per rank.
   pb::RunSpec spec;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadAll(f.attempt_dir() + "/job.json"), &spec).ok());
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadAll(f.attempt_dir() + "/job.json"), &spec)
+          .ok());
   EXPECT_EQ(spec.checkpoint().dir(), f.workdir + "/checkpoints/sw1_S_s1_rd");
   EXPECT_EQ(spec.parallel().threads_per_rank(), 3);
   EXPECT_EQ(spec.model().arm(), "rd");
@@ -250,14 +265,16 @@ while true; do sleep 0.05; done
   ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
   EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_CANCELLED) << done->message();
   EXPECT_EQ(done->exit_code(), 75);
-  EXPECT_NE(done->message().find("sweep cancelled by the test"), std::string::npos) << done->message();
+  EXPECT_NE(done->message().find("sweep cancelled by the test"), std::string::npos)
+      << done->message();
   EXPECT_NE(done->stderr_tail().find("got SIGTERM"), std::string::npos);
   ASSERT_EQ(fake.stored_events().size(), 1u);
   EXPECT_EQ(fake.stored_events()[0].kind(), pb::MetricEvent::KIND_INIT);
   // The heartbeats reported the lease with its ranks running.
   bool started = false;
   for (const auto& hb : fake.heartbeats()) {
-    for (const auto& lease : hb.leases()) started |= lease.lease_id() == "lease-1" && lease.ranks_started();
+    for (const auto& lease : hb.leases())
+      started |= lease.lease_id() == "lease-1" && lease.ranks_started();
   }
   EXPECT_TRUE(started);
 }
@@ -316,7 +333,8 @@ exit 0
   EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
   auto done = fake.WaitForComplete(milliseconds(0));
   ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
-  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message() << "\n" << done->stderr_tail();
+  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message() << "\n"
+                                                        << done->stderr_tail();
   const auto events = fake.stored_events();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].world_size(), 2);
@@ -328,8 +346,9 @@ exit 0
 // An llm.c-format shard (header: magic, version, count; then uint16 tokens) of a byte-level
 // corpus with learnable structure (EOT 256 before every document).
 void WriteShard(const std::string& path, uint32_t seed, int docs) {
-  static const char* kWords[] = {"the", "model", "reads", "depth", "value", "query", "block", "routes",
-                                 "over", "layers", "and", "a", "residual", "stream"};
+  static const char* kWords[] = {"the",   "model", "reads",    "depth", "value",
+                                 "query", "block", "routes",   "over",  "layers",
+                                 "and",   "a",     "residual", "stream"};
   std::vector<uint16_t> tokens;
   uint32_t state = seed;
   auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 16; };
@@ -337,13 +356,15 @@ void WriteShard(const std::string& path, uint32_t seed, int docs) {
     tokens.push_back(256);
     for (int w = 0; w < 60; ++w) {
       if (w) tokens.push_back(' ');
-      for (const char* c = kWords[next() % 14]; *c; ++c) tokens.push_back(static_cast<uint16_t>(*c));
+      for (const char* c = kWords[next() % 14]; *c; ++c)
+        tokens.push_back(static_cast<uint16_t>(*c));
     }
   }
   int32_t header[256] = {20240520, 1, static_cast<int32_t>(tokens.size())};
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(header), sizeof header);
-  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  out.write(reinterpret_cast<const char*>(tokens.data()),
+            static_cast<std::streamsize>(tokens.size() * 2));
 }
 
 pb::JobSpec TinyJob(const std::string& data_dir, int steps) {
@@ -376,23 +397,28 @@ TEST(WorkerTest, RealTrainerRunsATinyJob) {
   WriteShard(f.dir + "/data/c_val_000000.bin", 2, 20);
   FakeCoordinator fake(WithJob(TinyJob(f.dir + "/data", 8)));
   // Not --once: the worker stays up after the job so that its /metrics can be read.
-  auto worker = f.StartWorker(fake, {"--threads-per-rank", "1", "--once=false", "--metrics-listen", "127.0.0.1:0"});
+  auto worker = f.StartWorker(
+      fake, {"--threads-per-rank", "1", "--once=false", "--metrics-listen", "127.0.0.1:0"});
   ASSERT_NE(worker, nullptr);
   const int port = MetricsPort(f.log);
   auto done = fake.WaitForComplete(milliseconds(40000));
   ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
   // The real trainer's events as gauges: finite losses of a real run, and its progress.
   const auto samples = ScrapeWorker(port);
-  for (const char* name : {"rdattn_train_loss", "rdattn_val_nll", "rdattn_train_step", "rdattn_job_budget_tokens"}) {
+  for (const char* name :
+       {"rdattn_train_loss", "rdattn_val_nll", "rdattn_train_step", "rdattn_job_budget_tokens"}) {
     const auto found = testing::Find(samples, name, {{"job_id", kJobId}, {"arm", "rd"}});
     ASSERT_EQ(found.size(), 1u) << name << "\n" << testing::HttpBody(testing::HttpGet(port));
-    EXPECT_TRUE(std::isfinite(found[0].value) && found[0].value > 0) << name << " " << found[0].value_text;
+    EXPECT_TRUE(std::isfinite(found[0].value) && found[0].value > 0)
+        << name << " " << found[0].value_text;
   }
   EXPECT_EQ(testing::Find(samples, "rdattn_train_step", {{"job_id", kJobId}})[0].value, 8);
-  EXPECT_EQ(testing::Find(samples, "rdattn_job_budget_tokens", {{"job_id", kJobId}})[0].value, 8 * 512);
+  EXPECT_EQ(testing::Find(samples, "rdattn_job_budget_tokens", {{"job_id", kJobId}})[0].value,
+            8 * 512);
   ::kill(worker->pid(), SIGTERM);
   EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
-  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message() << "\n" << done->stderr_tail();
+  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message() << "\n"
+                                                        << done->stderr_tail();
   const auto events = fake.stored_events();
   ASSERT_FALSE(events.empty());
   for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].seq(), i + 1);
@@ -402,7 +428,8 @@ TEST(WorkerTest, RealTrainerRunsATinyJob) {
   EXPECT_EQ(events.back().step(), 8);
   EXPECT_EQ(done->last_event_seq(), events.size());
   const std::string ckpt_dir = f.workdir + "/checkpoints/sw1_S_s1_rd/";
-  EXPECT_EQ(done->checkpoint_path().substr(0, ckpt_dir.size()), ckpt_dir) << done->checkpoint_path();
+  EXPECT_EQ(done->checkpoint_path().substr(0, ckpt_dir.size()), ckpt_dir)
+      << done->checkpoint_path();
 }
 
 TEST(WorkerTest, RealTrainerUnderMpirunCheckpointsOnCancel) {
@@ -426,7 +453,8 @@ TEST(WorkerTest, RealTrainerUnderMpirunCheckpointsOnCancel) {
   EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
   auto done = fake.WaitForComplete(milliseconds(0));
   ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
-  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_CANCELLED) << done->message() << "\n" << done->stderr_tail();
+  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_CANCELLED) << done->message() << "\n"
+                                                        << done->stderr_tail();
   EXPECT_EQ(done->exit_code(), 75) << done->message() << "\n" << done->stderr_tail();
   const auto events = fake.stored_events();
   ASSERT_FALSE(events.empty());
@@ -481,7 +509,8 @@ TEST(WorkerTest, ServesMetricsOfItsJobs) {
       {"sweep", "sw1"}, {"job_id", kJobId}, {"arm", "rd"}, {"seed", "7"}, {"scale", "S"}};
   auto value = [&](const std::string& name, std::map<std::string, std::string> labels) {
     auto s = testing::FindExact(samples, name, labels);
-    EXPECT_TRUE(s.has_value()) << name << " missing; scraped:\n" << testing::HttpBody(testing::HttpGet(port));
+    EXPECT_TRUE(s.has_value()) << name << " missing; scraped:\n"
+                               << testing::HttpBody(testing::HttpGet(port));
     return s.has_value() ? s->value : -1.0;
   };
   EXPECT_EQ(value("rdattn_train_loss", job), 10.5);
@@ -514,7 +543,8 @@ TEST(WorkerTest, ServesMetricsOfItsJobs) {
 TEST(WorkerTest, MetricsOfAFinishedJobGoAfterTheRetention) {
   Fixture f(kMetricsScript);
   FakeCoordinator fake(WithJob(MetricsJob()));
-  auto worker = f.StartWorker(fake, {"--once=false", "--metrics-listen", "127.0.0.1:0", "--metrics-retention", "0"});
+  auto worker = f.StartWorker(
+      fake, {"--once=false", "--metrics-listen", "127.0.0.1:0", "--metrics-retention", "0"});
   ASSERT_NE(worker, nullptr);
   const int port = MetricsPort(f.log);
   ASSERT_GT(port, 0);
@@ -528,7 +558,8 @@ TEST(WorkerTest, MetricsOfAFinishedJobGoAfterTheRetention) {
   }
   ASSERT_FALSE(samples.empty());
   EXPECT_EQ(SeriesOfJob(samples), 0u) << testing::HttpBody(testing::HttpGet(port));
-  auto finished = testing::FindExact(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}});
+  auto finished =
+      testing::FindExact(samples, "rdattn_worker_jobs_finished_total", {{"outcome", "succeeded"}});
   ASSERT_TRUE(finished.has_value());
   EXPECT_EQ(finished->value, 1);
   ::kill(worker->pid(), SIGTERM);
@@ -548,8 +579,10 @@ TEST(WorkerTest, MetricsFlagsAreChecked) {
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const std::string busy = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
   for (const std::vector<std::string>& flags :
-       {std::vector<std::string>{"--metrics-listen", busy}, {"--metrics-listen", "127.0.0.1"},
-        {"--metrics-listen", "127.0.0.1:99999"}, {"--metrics-listen", "127.0.0.1:0", "--metrics-retention", "-1"},
+       {std::vector<std::string>{"--metrics-listen", busy},
+        {"--metrics-listen", "127.0.0.1"},
+        {"--metrics-listen", "127.0.0.1:99999"},
+        {"--metrics-listen", "127.0.0.1:0", "--metrics-retention", "-1"},
         {"--metrics-listen", "127.0.0.1:0", "--metrics-retention", "soon"}}) {
     Fixture f("exit 0\n");
     FakeCoordinator fake(WithJob(Job()));

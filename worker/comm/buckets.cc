@@ -247,8 +247,8 @@ std::vector<std::vector<size_t>> PlanBuckets(const std::vector<at::Tensor>& tens
     it->bytes += bytes;
   }
   for (Open& o : open) plan.push_back(std::move(o.members));
-  std::sort(plan.begin(), plan.end(), [](const std::vector<size_t>& a,
-                                         const std::vector<size_t>& b) { return a[0] < b[0]; });
+  std::sort(plan.begin(), plan.end(),
+            [](const std::vector<size_t>& a, const std::vector<size_t>& b) { return a[0] < b[0]; });
   return plan;
 }
 
@@ -290,8 +290,8 @@ Status BroadcastTensors(Communicator& comm, const std::vector<at::Tensor>& tenso
                                 std::to_string(bucket_bytes));
   }
   if (root < 0 || root >= comm.world_size()) {
-    return InvalidArgumentError("BroadcastTensors: root " + std::to_string(root) +
-                                " outside [0, " + std::to_string(comm.world_size()) + ")");
+    return InvalidArgumentError("BroadcastTensors: root " + std::to_string(root) + " outside [0, " +
+                                std::to_string(comm.world_size()) + ")");
   }
   if (comm.world_size() == 1) return Status::Ok();
   return Guarded("BroadcastTensors", [&] {
@@ -330,7 +330,8 @@ void ReleaseBucketBuffers() {
 int64_t BucketBufferBytes() {
   std::lock_guard<std::mutex> lock(Pool().mu);
   int64_t bytes = 0;
-  for (const at::Tensor& t : Pool().idle) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  for (const at::Tensor& t : Pool().idle)
+    bytes += t.numel() * static_cast<int64_t>(t.element_size());
   return bytes;
 }
 

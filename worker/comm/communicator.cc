@@ -40,13 +40,15 @@ class LocalCommunicator final : public Communicator {
 
   Status AllReduceSum(at::Tensor& t) override {
     if (!t.defined()) return InvalidArgumentError("local AllReduceSum: tensor is undefined");
-    if (!t.is_contiguous()) return InvalidArgumentError("local AllReduceSum: tensor is not contiguous");
+    if (!t.is_contiguous())
+      return InvalidArgumentError("local AllReduceSum: tensor is not contiguous");
     return Status::Ok();  // the sum over one rank is the tensor itself
   }
 
   Status Broadcast(at::Tensor& t, int root) override {
     if (!t.defined()) return InvalidArgumentError("local Broadcast: tensor is undefined");
-    if (!t.is_contiguous()) return InvalidArgumentError("local Broadcast: tensor is not contiguous");
+    if (!t.is_contiguous())
+      return InvalidArgumentError("local Broadcast: tensor is not contiguous");
     if (root != 0) {
       return InvalidArgumentError("local Broadcast: root " + std::to_string(root) +
                                   " outside [0, 1)");
@@ -107,9 +109,9 @@ int LauncherWorldSize() {
 }
 
 int LauncherLocalRank() {
-  const long v = FirstEnv(
-      {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"},
-      [](long) { return true; });
+  const long v =
+      FirstEnv({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"},
+               [](long) { return true; });
   return static_cast<int>(v);
 }
 
@@ -119,7 +121,8 @@ StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const std::string& back
     if (launched > 1) {
       return InvalidArgumentError(
           "parallel.backend: \"local\" runs a single rank, but the launcher started " +
-          std::to_string(launched) + " (OMPI_COMM_WORLD_SIZE/PMI_SIZE/SLURM_NTASKS/WORLD_SIZE); "
+          std::to_string(launched) +
+          " (OMPI_COMM_WORLD_SIZE/PMI_SIZE/SLURM_NTASKS/WORLD_SIZE); "
           "use \"mpi\", \"nccl\" or \"auto\"");
     }
     return MakeLocalCommunicator();

@@ -103,13 +103,22 @@ class MpiCommunicator final : public Communicator {
 
   Status AllReduceSum(at::Tensor& t) override {
     if (!t.defined()) return InvalidArgumentError("mpi AllReduceSum: tensor is undefined");
-    if (!t.is_contiguous()) return InvalidArgumentError("mpi AllReduceSum: tensor is not contiguous");
+    if (!t.is_contiguous())
+      return InvalidArgumentError("mpi AllReduceSum: tensor is not contiguous");
     MPI_Datatype type = MPI_DATATYPE_NULL;
     switch (t.scalar_type()) {
-      case at::kFloat: type = MPI_FLOAT; break;
-      case at::kDouble: type = MPI_DOUBLE; break;
-      case at::kLong: type = MPI_INT64_T; break;
-      case at::kInt: type = MPI_INT32_T; break;
+      case at::kFloat:
+        type = MPI_FLOAT;
+        break;
+      case at::kDouble:
+        type = MPI_DOUBLE;
+        break;
+      case at::kLong:
+        type = MPI_INT64_T;
+        break;
+      case at::kInt:
+        type = MPI_INT32_T;
+        break;
       case at::kHalf:
       case at::kBFloat16:
         // MPI has no 16-bit float sum: sum in float32, round once.

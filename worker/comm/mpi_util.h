@@ -38,10 +38,10 @@ Status MpiError(int rc, const char* call, const char* file, int line);
 
 // Evaluates an MPI call; returns an INTERNAL Status from the enclosing function on failure
 // (llm.c's mpiCheck, minus the exit).
-#define RDATTN_MPI_CHECK(call)                                                            \
-  do {                                                                                    \
-    const int rdattn_mpi_rc_ = (call);                                                    \
-    if (rdattn_mpi_rc_ != MPI_SUCCESS) {                                                  \
+#define RDATTN_MPI_CHECK(call)                                                              \
+  do {                                                                                      \
+    const int rdattn_mpi_rc_ = (call);                                                      \
+    if (rdattn_mpi_rc_ != MPI_SUCCESS) {                                                    \
       return ::rdattn::comm::internal::MpiError(rdattn_mpi_rc_, #call, __FILE__, __LINE__); \
-    }                                                                                     \
+    }                                                                                       \
   } while (0)

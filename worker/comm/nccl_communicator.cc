@@ -32,14 +32,18 @@ std::string Where(const char* call, const char* file, int line) {
 }
 
 Status CudaError(cudaError_t e, const char* call, const char* file, int line) {
-  const std::string msg = Where(call, file, line) + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+  const std::string msg =
+      Where(call, file, line) + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
   (void)cudaGetLastError();  // clear the (non-sticky) error so later calls start clean
   switch (e) {
-    case cudaErrorMemoryAllocation: return ResourceExhaustedError(msg);
+    case cudaErrorMemoryAllocation:
+      return ResourceExhaustedError(msg);
     case cudaErrorInsufficientDriver:
     case cudaErrorNoDevice:
-    case cudaErrorInvalidDevice: return FailedPreconditionError(msg);
-    default: return InternalError(msg);
+    case cudaErrorInvalidDevice:
+      return FailedPreconditionError(msg);
+    default:
+      return InternalError(msg);
   }
 }
 
@@ -57,7 +61,8 @@ Status NcclError(ncclResult_t r, ncclComm_t comm, const char* call, const char* 
     case ncclRemoteError:
 #endif
       return UnavailableError(msg);  // a peer or the network
-    default: return InternalError(msg);
+    default:
+      return InternalError(msg);
   }
 }
 
@@ -65,19 +70,19 @@ Status NcclError(ncclResult_t r, ncclComm_t comm, const char* call, const char* 
 }  // namespace rdattn::comm
 
 // llm.c's cudaCheck / ncclCheck, returning a Status instead of exiting.
-#define RDATTN_CUDA_CHECK(call)                                                              \
-  do {                                                                                       \
-    const cudaError_t rdattn_cuda_rc_ = (call);                                              \
-    if (rdattn_cuda_rc_ != cudaSuccess) {                                                    \
-      return ::rdattn::comm::CudaError(rdattn_cuda_rc_, #call, __FILE__, __LINE__);         \
-    }                                                                                        \
+#define RDATTN_CUDA_CHECK(call)                                                     \
+  do {                                                                              \
+    const cudaError_t rdattn_cuda_rc_ = (call);                                     \
+    if (rdattn_cuda_rc_ != cudaSuccess) {                                           \
+      return ::rdattn::comm::CudaError(rdattn_cuda_rc_, #call, __FILE__, __LINE__); \
+    }                                                                               \
   } while (0)
-#define RDATTN_NCCL_CHECK(nccl_comm, call)                                                   \
-  do {                                                                                       \
-    const ncclResult_t rdattn_nccl_rc_ = (call);                                             \
-    if (rdattn_nccl_rc_ != ncclSuccess) {                                                    \
+#define RDATTN_NCCL_CHECK(nccl_comm, call)                                                       \
+  do {                                                                                           \
+    const ncclResult_t rdattn_nccl_rc_ = (call);                                                 \
+    if (rdattn_nccl_rc_ != ncclSuccess) {                                                        \
       return ::rdattn::comm::NcclError(rdattn_nccl_rc_, (nccl_comm), #call, __FILE__, __LINE__); \
-    }                                                                                        \
+    }                                                                                            \
   } while (0)
 
 namespace rdattn::comm {
@@ -88,15 +93,22 @@ const cudaStream_t kStream = nullptr;
 
 StatusOr<ncclDataType_t> NcclType(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kHalf: return ncclFloat16;
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
-    case at::kBFloat16: return ncclBfloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
 #endif
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    case at::kByte: return ncclUint8;
+    case at::kLong:
+      return ncclInt64;
+    case at::kInt:
+      return ncclInt32;
+    case at::kByte:
+      return ncclUint8;
     default:
       return InvalidArgumentError(std::string("nccl AllReduceSum: unsupported dtype ") +
                                   c10::toString(t));
@@ -139,8 +151,8 @@ class NcclCommunicator final : public Communicator {
   Status Broadcast(at::Tensor& t, int root) override {
     RDATTN_RETURN_IF_ERROR(Check(t, "Broadcast"));
     if (root < 0 || root >= world_) {
-      return InvalidArgumentError("nccl Broadcast: root " + std::to_string(root) +
-                                  " outside [0, " + std::to_string(world_) + ")");
+      return InvalidArgumentError("nccl Broadcast: root " + std::to_string(root) + " outside [0, " +
+                                  std::to_string(world_) + ")");
     }
     if (t.numel() == 0) return Status::Ok();
     RDATTN_CUDA_CHECK(cudaSetDevice(device_));
@@ -152,7 +164,8 @@ class NcclCommunicator final : public Communicator {
 
   // NCCL has no barrier: finish this rank's device work, then meet the others over MPI.
   Status Barrier() override {
-    if (nccl_ == nullptr) return FailedPreconditionError("nccl Barrier: the communicator was aborted");
+    if (nccl_ == nullptr)
+      return FailedPreconditionError("nccl Barrier: the communicator was aborted");
     RDATTN_CUDA_CHECK(cudaSetDevice(device_));
     RDATTN_CUDA_CHECK(cudaDeviceSynchronize());
     RDATTN_MPI_CHECK(MPI_Barrier(mpi_));

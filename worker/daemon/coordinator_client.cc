@@ -46,9 +46,9 @@ StatusOr<T> Result(const grpc::Status& status, T response) {
 
 // --- ProgressStream ----------------------------------------------------------------------------
 
-ProgressStream::ProgressStream(std::unique_ptr<grpc::ClientContext> context,
-                               pb::ReportProgressResponse* response,
-                               std::unique_ptr<grpc::ClientWriter<pb::ReportProgressRequest>> writer)
+ProgressStream::ProgressStream(
+    std::unique_ptr<grpc::ClientContext> context, pb::ReportProgressResponse* response,
+    std::unique_ptr<grpc::ClientWriter<pb::ReportProgressRequest>> writer)
     : context_(std::move(context)), response_(response), writer_(std::move(writer)) {}
 
 ProgressStream::~ProgressStream() {
@@ -82,7 +82,9 @@ CoordinatorClient::CoordinatorClient(const CoordinatorClientOptions& options)
 }
 
 CoordinatorClient::CoordinatorClient(std::shared_ptr<grpc::Channel> channel, std::string token)
-    : token_(std::move(token)), channel_(std::move(channel)), stub_(pb::WorkerService::NewStub(channel_)) {}
+    : token_(std::move(token)),
+      channel_(std::move(channel)),
+      stub_(pb::WorkerService::NewStub(channel_)) {}
 
 std::shared_ptr<pb::WorkerService::Stub> CoordinatorClient::stub() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -63,7 +63,8 @@ class CoordinatorClient {
   StatusOr<pb::LeaseJobResponse> LeaseJob(const pb::LeaseJobRequest& request, Timeout timeout);
   void AbortLeasePolls();
   StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& request, Timeout timeout);
-  StatusOr<pb::CompleteJobResponse> CompleteJob(const pb::CompleteJobRequest& request, Timeout timeout);
+  StatusOr<pb::CompleteJobResponse> CompleteJob(const pb::CompleteJobRequest& request,
+                                                Timeout timeout);
   // Replaces the channel with a new one that connects at once, instead of waiting out gRPC's
   // reconnect backoff and re-resolution delay (about 8 s measured here with gRPC 1.51, longer
   // on a busy host). The heartbeat calls it while the coordinator cannot be reached, so that a

@@ -28,7 +28,9 @@ EventRelay::~EventRelay() {
   if (thread_.joinable()) thread_.join();
 }
 
-void EventRelay::Start() { thread_ = std::thread([this] { Loop(); }); }
+void EventRelay::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 Status EventRelay::Drain(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -193,9 +195,8 @@ bool EventRelay::Deliver(bool draining) {
       last_write_ = Clock::now();
     }
   }
-  if (stream_ != nullptr &&
-      (draining || now - last_write_ >= options_.stream_idle_close ||
-       now - stream_opened_ >= options_.stream_max_age)) {
+  if (stream_ != nullptr && (draining || now - last_write_ >= options_.stream_idle_close ||
+                             now - stream_opened_ >= options_.stream_max_age)) {
     CloseStream();
   }
   return !refused_;
@@ -220,8 +221,8 @@ void EventRelay::CloseStream() {
   }
   if (result.status().code() == StatusCode::kAborted) {
     refused_ = true;
-    LogWarning(options_.job_id + ": the coordinator refused the events of lease " + options_.lease_id +
-               ": " + result.status().ToString());
+    LogWarning(options_.job_id + ": the coordinator refused the events of lease " +
+               options_.lease_id + ": " + result.status().ToString());
     return;
   }
   // Resend everything not acknowledged on the next stream.

@@ -48,7 +48,9 @@ EventRelay::Options RelayOptions(const pb::LeaseJobResponse& lease, const JobPat
   o.attempt = lease.job().attempt();
   o.poll_interval = options.event_poll_interval;
   if (WorkerMetrics* metrics = options.metrics; metrics != nullptr) {
-    o.on_event = [metrics, job_id = o.job_id](const pb::MetricEvent& event) { metrics->Observe(job_id, event); };
+    o.on_event = [metrics, job_id = o.job_id](const pb::MetricEvent& event) {
+      metrics->Observe(job_id, event);
+    };
     o.on_parse_error = [metrics] { metrics->EventParseError(); };
   }
   return o;
@@ -83,8 +85,8 @@ pb::RunSpec ResolveRunSpec(const pb::LeaseJobResponse& lease, const JobRunnerOpt
   return spec;
 }
 
-JobRunner::JobRunner(pb::LeaseJobResponse lease, JobRunnerOptions options, CoordinatorClient* client,
-                     std::function<void()> on_done)
+JobRunner::JobRunner(pb::LeaseJobResponse lease, JobRunnerOptions options,
+                     CoordinatorClient* client, std::function<void()> on_done)
     : lease_(std::move(lease)),
       options_(std::move(options)),
       client_(client),
@@ -97,9 +99,13 @@ JobRunner::~JobRunner() {
   if (thread_.joinable()) thread_.join();
 }
 
-void JobRunner::Start() { thread_ = std::thread([this] { Run(); }); }
+void JobRunner::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
-int JobRunner::world_size() const { return std::max(1, lease_.job().run().parallel().world_size()); }
+int JobRunner::world_size() const {
+  return std::max(1, lease_.job().run().parallel().world_size());
+}
 
 bool JobRunner::done() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -224,8 +230,8 @@ void JobRunner::Run() {
                      fs::path(spec.checkpoint().dir()).lexically_normal();
     if (!own && (!fs::is_regular_file(theirs, ec) || ::access(theirs.c_str(), R_OK) != 0)) {
       LogWarning(AttemptName(lease_) + ": the lease's checkpoint " + theirs +
-                 " is not readable on this worker; the trainer resumes from " + spec.checkpoint().dir() +
-                 " (or from scratch) and reports it");
+                 " is not readable on this worker; the trainer resumes from " +
+                 spec.checkpoint().dir() + " (or from scratch) and reports it");
     }
   }
   if (Status prepared = Prepare(&spec); !prepared.ok()) {
@@ -235,7 +241,8 @@ void JobRunner::Run() {
   std::string why;
   if (StopRequested(&reason, &why)) {
     if (reason == StopReason::kLeaseLost) return Complete(std::move(request));
-    request.set_outcome(reason == StopReason::kCancel ? pb::JOB_OUTCOME_CANCELLED : pb::JOB_OUTCOME_PREEMPTED);
+    request.set_outcome(reason == StopReason::kCancel ? pb::JOB_OUTCOME_CANCELLED
+                                                      : pb::JOB_OUTCOME_PREEMPTED);
     request.set_message("stopped before the ranks started (" + std::string(StopReasonName(reason)) +
                         (why.empty() ? "" : ": " + why) + ")");
     return Complete(std::move(request));
@@ -286,14 +293,16 @@ void JobRunner::Run() {
   pb::JobOutcome outcome = OutcomeFor(exit, reason);
   std::string message = DescribeExit(exit);
   if (reason != StopReason::kNone) {
-    message += "; stopped: " + std::string(StopReasonName(reason)) + (why.empty() ? "" : ": " + why);
+    message +=
+        "; stopped: " + std::string(StopReasonName(reason)) + (why.empty() ? "" : ": " + why);
   }
   if (outcome == pb::JOB_OUTCOME_SUCCEEDED && !relayed.finished) {
     outcome = pb::JOB_OUTCOME_FAILED;
     message += "; but no KIND_FINISHED event was written";
   }
   if (!drained.ok()) message += "; events: " + drained.ToString();
-  if (relayed.bad_lines > 0) message += "; " + std::to_string(relayed.bad_lines) + " bad event line(s) skipped";
+  if (relayed.bad_lines > 0)
+    message += "; " + std::to_string(relayed.bad_lines) + " bad event line(s) skipped";
   request.set_outcome(outcome);
   request.set_exit_code(exit.exit_code);
   request.set_term_signal(exit.term_signal);
@@ -301,8 +310,10 @@ void JobRunner::Run() {
   request.set_last_event_seq(relayed.last_seq);
   request.set_message(message);
   if (outcome != pb::JOB_OUTCOME_SUCCEEDED) {
-    StatusOr<std::string> tail = ReadFileTail(paths_.stderr_log, kStderrTailLines, kStderrTailBytes);
-    request.set_stderr_tail(tail.ok() ? *tail : "(stderr.log unreadable: " + tail.status().message() + ")");
+    StatusOr<std::string> tail =
+        ReadFileTail(paths_.stderr_log, kStderrTailLines, kStderrTailBytes);
+    request.set_stderr_tail(tail.ok() ? *tail
+                                      : "(stderr.log unreadable: " + tail.status().message() + ")");
   }
   Complete(std::move(request));
 }
@@ -332,7 +343,8 @@ void JobRunner::Complete(pb::CompleteJobRequest request) {
       LogWarning(AttemptName(lease_) + ": lease " + lease_.lease_id() + " lost; not reported");
       break;
     }
-    StatusOr<pb::CompleteJobResponse> response = client_->CompleteJob(request, options_.rpc_timeout);
+    StatusOr<pb::CompleteJobResponse> response =
+        client_->CompleteJob(request, options_.rpc_timeout);
     if (response.ok()) {
       LogInfo(AttemptName(lease_) + ": reported " + pb::JobOutcome_Name(request.outcome()) + " (" +
               request.message() + "); job is now " + pb::JobState_Name(response->job_state()) +

@@ -37,7 +37,7 @@ struct JobRunnerOptions {
   bool run_as_root = false;
   std::string cuda_visible_devices;  // this job's GPUs; empty: do not set
   std::chrono::milliseconds event_poll_interval{200};
-  std::chrono::milliseconds drain_timeout{60000};     // to deliver the last events
+  std::chrono::milliseconds drain_timeout{60000};      // to deliver the last events
   std::chrono::milliseconds complete_timeout{120000};  // to get CompleteJob through
   std::chrono::milliseconds rpc_timeout{10000};        // per CompleteJob call
   // Optional (null: no metrics); outlives the runner. Gets the job's start and end and every

@@ -28,7 +28,8 @@ CommandLine BuildCommandLine(const LaunchSpec& spec) {
     cmd.env.emplace_back("CUDA_VISIBLE_DEVICES", spec.cuda_visible_devices);
   }
   if (spec.supervisor) {
-    for (const auto& [name, value] : SupervisorEnvironment(*spec.supervisor)) cmd.env.emplace_back(name, value);
+    for (const auto& [name, value] : SupervisorEnvironment(*spec.supervisor))
+      cmd.env.emplace_back(name, value);
   }
   if (spec.world_size > 1) {
     if (spec.run_as_root) {
@@ -37,8 +38,16 @@ CommandLine BuildCommandLine(const LaunchSpec& spec) {
     }
     // --oversubscribe: a CPU worker's slots may exceed its cores. --bind-to none: each rank
     // runs threads_per_rank threads, which core binding would pin to a single core.
-    cmd.argv = {spec.mpirun, "-np", std::to_string(spec.world_size), "--oversubscribe",
-                "--bind-to", "none", "-x", "OMP_NUM_THREADS", "-x", "MKL_NUM_THREADS"};
+    cmd.argv = {spec.mpirun,
+                "-np",
+                std::to_string(spec.world_size),
+                "--oversubscribe",
+                "--bind-to",
+                "none",
+                "-x",
+                "OMP_NUM_THREADS",
+                "-x",
+                "MKL_NUM_THREADS"};
     if (!spec.cuda_visible_devices.empty()) {
       cmd.argv.insert(cmd.argv.end(), {"-x", "CUDA_VISIBLE_DEVICES"});
     }
@@ -50,7 +59,8 @@ CommandLine BuildCommandLine(const LaunchSpec& spec) {
   }
   cmd.argv.insert(cmd.argv.end(),
                   {spec.train_binary, "train", "--job", spec.job_json, "--events", spec.events});
-  if (spec.attempt > 0) cmd.argv.insert(cmd.argv.end(), {"--attempt", std::to_string(spec.attempt)});
+  if (spec.attempt > 0)
+    cmd.argv.insert(cmd.argv.end(), {"--attempt", std::to_string(spec.attempt)});
   return cmd;
 }
 

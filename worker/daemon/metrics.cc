@@ -32,7 +32,8 @@ const Histogram::BucketBoundaries& StepBuckets() {
 }
 
 const Histogram::BucketBoundaries& ShortBuckets() {
-  static const auto* b = new Histogram::BucketBoundaries(Geometric(0.0001, 4, 10));  // 0.1 ms .. 26 s
+  static const auto* b =
+      new Histogram::BucketBoundaries(Geometric(0.0001, 4, 10));  // 0.1 ms .. 26 s
   return *b;
 }
 
@@ -83,10 +84,12 @@ struct WorkerMetrics::JobSeries {
 WorkerMetrics::WorkerMetrics(std::chrono::milliseconds retention)
     : retention_(retention),
       registry_(std::make_shared<prometheus::Registry>()),
-      train_loss_(BuildGauge()
-                      .Name("rdattn_train_loss")
-                      .Help("Mean training loss over the global batch of the last reported step, nats/token")
-                      .Register(*registry_)),
+      train_loss_(
+          BuildGauge()
+              .Name("rdattn_train_loss")
+              .Help(
+                  "Mean training loss over the global batch of the last reported step, nats/token")
+              .Register(*registry_)),
       val_nll_(BuildGauge()
                    .Name("rdattn_val_nll")
                    .Help("Validation NLL of the last evaluation, nats/token")
@@ -95,23 +98,26 @@ WorkerMetrics::WorkerMetrics(std::chrono::milliseconds retention)
                                 .Name("rdattn_val_milestone_tokens")
                                 .Help("Training tokens at which rdattn_val_nll was measured")
                                 .Register(*registry_)),
-      test_nll_(BuildGauge()
-                    .Name("rdattn_test_nll")
-                    .Help("Test NLL at the end of the run, nats/token (when test shards were given)")
-                    .Register(*registry_)),
+      test_nll_(
+          BuildGauge()
+              .Name("rdattn_test_nll")
+              .Help("Test NLL at the end of the run, nats/token (when test shards were given)")
+              .Register(*registry_)),
       js_(BuildGauge()
               .Name("rdattn_depth_js_divergence")
-              .Help("Jensen-Shannon divergence between the QK and V depth distributions at a layer, nats, "
+              .Help("Jensen-Shannon divergence between the QK and V depth distributions at a "
+                    "layer, nats, "
                     "mean over tokens, last evaluation")
               .Register(*registry_)),
       js_mean_(BuildGauge()
                    .Name("rdattn_depth_js_divergence_mean")
                    .Help("Mean over layers of rdattn_depth_js_divergence, nats")
                    .Register(*registry_)),
-      route_entropy_(BuildGauge()
-                         .Name("rdattn_route_entropy_nats")
-                         .Help("Entropy of a route's depth distribution at a layer, nats, last evaluation")
-                         .Register(*registry_)),
+      route_entropy_(
+          BuildGauge()
+              .Name("rdattn_route_entropy_nats")
+              .Help("Entropy of a route's depth distribution at a layer, nats, last evaluation")
+              .Register(*registry_)),
       tokens_per_second_(BuildGauge()
                              .Name("rdattn_tokens_per_second")
                              .Help("Training tokens per second of the whole job, all ranks")
@@ -211,11 +217,12 @@ void WorkerMetrics::SetWorkerInfo(const std::string& worker_id, const std::strin
                                   const std::string& version) {
   std::lock_guard<std::mutex> lock(mu_);
   if (worker_info_series_ != nullptr) worker_info_.Remove(worker_info_series_);
-  worker_info_series_ = &worker_info_.Add({{"worker", worker_id},
-                                           {"hostname", hostname},
-                                           {"hardware_kind", kind == pb::HARDWARE_KIND_GPU ? "gpu" : "cpu"},
-                                           {"device_name", device_name},
-                                           {"version", version}});
+  worker_info_series_ =
+      &worker_info_.Add({{"worker", worker_id},
+                         {"hostname", hostname},
+                         {"hardware_kind", kind == pb::HARDWARE_KIND_GPU ? "gpu" : "cpu"},
+                         {"device_name", device_name},
+                         {"version", version}});
   worker_info_series_->Set(1);
 }
 
@@ -289,7 +296,8 @@ void WorkerMetrics::Observe(const std::string& job_id, const pb::MetricEvent& ev
       set(grad_norm_, event.grad_norm());
       set(tokens_per_second_, event.tokens_per_second());
       set(mfu_, event.mfu());
-      if (event.peak_memory_bytes() > 0) set(peak_memory_, static_cast<double>(event.peak_memory_bytes()));
+      if (event.peak_memory_bytes() > 0)
+        set(peak_memory_, static_cast<double>(event.peak_memory_bytes()));
       job.step_duration->Observe(event.step_seconds());
       job.allreduce_duration->Observe(event.allreduce_seconds());
       job.data_wait->Observe(event.data_seconds());
@@ -302,16 +310,19 @@ void WorkerMetrics::Observe(const std::string& job_id, const pb::MetricEvent& ev
       }
       if (event.js_nats_size() > 0) set(js_mean_, event.js_mean_nats());
       for (int l = 0; l < event.route_entropy_qk_nats_size(); ++l) {
-        set(route_entropy_, event.route_entropy_qk_nats(l), {{"layer", std::to_string(l)}, {"route", "qk"}});
+        set(route_entropy_, event.route_entropy_qk_nats(l),
+            {{"layer", std::to_string(l)}, {"route", "qk"}});
       }
       for (int l = 0; l < event.route_entropy_v_nats_size(); ++l) {
-        set(route_entropy_, event.route_entropy_v_nats(l), {{"layer", std::to_string(l)}, {"route", "v"}});
+        set(route_entropy_, event.route_entropy_v_nats(l),
+            {{"layer", std::to_string(l)}, {"route", "v"}});
       }
       break;
     }
     case pb::MetricEvent::KIND_FINISHED:
       if (event.eval_tokens() > 0 || event.test_nll() != 0) set(test_nll_, event.test_nll());
-      if (event.peak_memory_bytes() > 0) set(peak_memory_, static_cast<double>(event.peak_memory_bytes()));
+      if (event.peak_memory_bytes() > 0)
+        set(peak_memory_, static_cast<double>(event.peak_memory_bytes()));
       break;
     case pb::MetricEvent::KIND_FAILED:
       if (!std::isfinite(event.train_loss())) {
@@ -331,7 +342,8 @@ void WorkerMetrics::JobFinishedUnstarted(std::string_view outcome) {
   jobs_finished_.Add({{"outcome", std::string(outcome)}}).Increment();
 }
 
-void WorkerMetrics::JobEnded(const std::string& job_id, std::string_view outcome, Clock::time_point now) {
+void WorkerMetrics::JobEnded(const std::string& job_id, std::string_view outcome,
+                             Clock::time_point now) {
   JobFinishedUnstarted(outcome);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);

@@ -8,6 +8,12 @@
 // removes them after that (docs/metrics.md, "Finished jobs").
 #pragma once
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -17,12 +23,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
 
 #include "absl/base/thread_annotations.h"
 #include "rdattn/v1/coordinator.pb.h"

@@ -28,11 +28,16 @@ ExitStatus ExitStatusFromWait(int wait_status) {
 
 std::string_view StopReasonName(StopReason reason) {
   switch (reason) {
-    case StopReason::kNone: return "none";
-    case StopReason::kCancel: return "cancel";
-    case StopReason::kShutdown: return "worker shutdown";
-    case StopReason::kLeaseExpired: return "lease expired";
-    case StopReason::kLeaseLost: return "lease lost";
+    case StopReason::kNone:
+      return "none";
+    case StopReason::kCancel:
+      return "cancel";
+    case StopReason::kShutdown:
+      return "worker shutdown";
+    case StopReason::kLeaseExpired:
+      return "lease expired";
+    case StopReason::kLeaseLost:
+      return "lease lost";
   }
   return "?";
 }
@@ -40,13 +45,17 @@ std::string_view StopReasonName(StopReason reason) {
 pb::JobOutcome OutcomeFor(const ExitStatus& exit, StopReason reason) {
   if (exit.exit_code == kTrainExitOk && exit.term_signal == 0) return pb::JOB_OUTCOME_SUCCEEDED;
   switch (reason) {
-    case StopReason::kCancel: return pb::JOB_OUTCOME_CANCELLED;
+    case StopReason::kCancel:
+      return pb::JOB_OUTCOME_CANCELLED;
     case StopReason::kShutdown:
-    case StopReason::kLeaseExpired: return pb::JOB_OUTCOME_PREEMPTED;
+    case StopReason::kLeaseExpired:
+      return pb::JOB_OUTCOME_PREEMPTED;
     case StopReason::kNone:
-    case StopReason::kLeaseLost: break;
+    case StopReason::kLeaseLost:
+      break;
   }
-  if (exit.exit_code == kTrainExitPreempted && exit.term_signal == 0) return pb::JOB_OUTCOME_PREEMPTED;
+  if (exit.exit_code == kTrainExitPreempted && exit.term_signal == 0)
+    return pb::JOB_OUTCOME_PREEMPTED;
   return pb::JOB_OUTCOME_FAILED;
 }
 

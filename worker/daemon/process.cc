@@ -72,16 +72,17 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const Options& optio
   SpawnAttrs a;
   const int out_flags = O_WRONLY | O_CREAT | O_APPEND;
   posix_spawn_file_actions_addopen(&a.actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&a.actions, 1,
-                                   options.stdout_path.empty() ? "/dev/null" : options.stdout_path.c_str(),
-                                   out_flags, 0644);
-  posix_spawn_file_actions_addopen(&a.actions, 2,
-                                   options.stderr_path.empty() ? "/dev/null" : options.stderr_path.c_str(),
-                                   out_flags, 0644);
+  posix_spawn_file_actions_addopen(
+      &a.actions, 1, options.stdout_path.empty() ? "/dev/null" : options.stdout_path.c_str(),
+      out_flags, 0644);
+  posix_spawn_file_actions_addopen(
+      &a.actions, 2, options.stderr_path.empty() ? "/dev/null" : options.stderr_path.c_str(),
+      out_flags, 0644);
   posix_spawn_file_actions_addclosefrom_np(&a.actions, 3);
 
   // A new session (and process group) whose id is the child's pid.
-  posix_spawnattr_setflags(&a.attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&a.attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   sigset_t empty;
   sigemptyset(&empty);
   posix_spawnattr_setsigmask(&a.attr, &empty);

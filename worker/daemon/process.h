@@ -57,7 +57,8 @@ class ChildProcess {
   std::optional<ExitStatus> Wait(std::chrono::milliseconds timeout);
 
  private:
-  ChildProcess(pid_t pid, bool launcher_is_mpirun) : pid_(pid), launcher_is_mpirun_(launcher_is_mpirun) {}
+  ChildProcess(pid_t pid, bool launcher_is_mpirun)
+      : pid_(pid), launcher_is_mpirun_(launcher_is_mpirun) {}
 
   // Signals every process of the session (skipping the launcher when `spare_launcher`).
   // Returns how many were signalled. Requires mu_ held and the launcher not yet reaped.
@@ -66,7 +67,7 @@ class ChildProcess {
   const pid_t pid_;  // also the session and process group id
   const bool launcher_is_mpirun_;
   std::mutex mu_;
-  std::optional<ExitStatus> exit_ ABSL_GUARDED_BY(mu_);  // set once reaped
+  std::optional<ExitStatus> exit_ ABSL_GUARDED_BY(mu_);   // set once reaped
   bool ranks_seen_ ABSL_GUARDED_BY(mu_) = false;          // mpirun had ranks when signalled
   bool launcher_signalled_ ABSL_GUARDED_BY(mu_) = false;  // mpirun itself got a signal
 };

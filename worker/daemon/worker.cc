@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 #include <utility>
 
 #include "worker/daemon/job_paths.h"
@@ -86,14 +86,16 @@ Status Worker::Register() {
     request.set_slots(options_.slots);
     request.set_device_name(options_.device_name);
     request.set_version(options_.version);
-    StatusOr<pb::RegisterWorkerResponse> response = client_->RegisterWorker(request, options_.rpc_timeout);
+    StatusOr<pb::RegisterWorkerResponse> response =
+        client_->RegisterWorker(request, options_.rpc_timeout);
     if (response.ok()) {
       std::string id;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!response->worker_id().empty()) worker_id_ = response->worker_id();
         id = worker_id_;
-        if (response->has_heartbeat_interval() && ToMillis(response->heartbeat_interval()).count() > 0) {
+        if (response->has_heartbeat_interval() &&
+            ToMillis(response->heartbeat_interval()).count() > 0) {
           heartbeat_interval_ = ToMillis(response->heartbeat_interval());
         }
         if (response->has_lease_ttl() && ToMillis(response->lease_ttl()).count() > 0) {
@@ -108,8 +110,9 @@ Status Worker::Register() {
         options_.metrics->SetWorkerInfo(id, options_.hostname, options_.kind, options_.device_name,
                                         options_.version);
       }
-      LogInfo("registered with " + std::string(failures ? "the coordinator after retries" : "the coordinator") +
-              " as " + id + " (" + std::to_string(options_.slots) + " " +
+      LogInfo("registered with " +
+              std::string(failures ? "the coordinator after retries" : "the coordinator") + " as " +
+              id + " (" + std::to_string(options_.slots) + " " +
               (options_.kind == pb::HARDWARE_KIND_GPU ? "gpu" : "cpu") + " slot(s))");
       return Status::Ok();
     }
@@ -208,7 +211,8 @@ void Worker::LeaseLoop() {
         cv_.wait_for(lock, std::chrono::milliseconds(500));
         continue;
       }
-      if (options_.exit_when_idle && jobs_.empty() && now - idle_since >= *options_.exit_when_idle) {
+      if (options_.exit_when_idle && jobs_.empty() &&
+          now - idle_since >= *options_.exit_when_idle) {
         LogInfo("idle for " + std::to_string(options_.exit_when_idle->count() / 1000.0) + " s");
         return;
       }
@@ -250,7 +254,8 @@ void Worker::LeaseLoop() {
           continue;
         }
       }
-      if (failures++ % 10 == 0) LogWarning("LeaseJob: " + response.status().ToString() + " (retrying)");
+      if (failures++ % 10 == 0)
+        LogWarning("LeaseJob: " + response.status().ToString() + " (retrying)");
       if (!SleepFor(backoff)) return;
       backoff = std::min(backoff * 2, options_.max_backoff);
       continue;
@@ -277,7 +282,8 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
     request.set_outcome(never ? pb::JOB_OUTCOME_FAILED : pb::JOB_OUTCOME_PREEMPTED);
     request.set_exit_code(-1);
     request.set_message("the job needs " + std::to_string(world_size) + " slots; this worker has " +
-                        std::to_string(options_.slots) + ", " + std::to_string(free_slots) + " free");
+                        std::to_string(options_.slots) + ", " + std::to_string(free_slots) +
+                        " free");
     ++jobs_started_;  // for --once: this lease was the job
     lock.unlock();
     LogWarning(lease.job().job_id() + ": " + request.message());
@@ -287,7 +293,8 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
   }
   Running running;
   std::vector<std::string> devices;
-  for (size_t i = 0; i < slot_used_.size() && static_cast<int>(running.slots.size()) < world_size; ++i) {
+  for (size_t i = 0; i < slot_used_.size() && static_cast<int>(running.slots.size()) < world_size;
+       ++i) {
     if (slot_used_[i]) continue;
     slot_used_[i] = true;
     running.slots.push_back(static_cast<int>(i));
@@ -302,7 +309,8 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
   job.threads_per_rank = options_.threads_per_rank;
   job.run_as_root = ::geteuid() == 0;
   if (options_.kind == pb::HARDWARE_KIND_GPU) {
-    for (size_t i = 0; i < devices.size(); ++i) job.cuda_visible_devices += (i ? "," : "") + devices[i];
+    for (size_t i = 0; i < devices.size(); ++i)
+      job.cuda_visible_devices += (i ? "," : "") + devices[i];
   }
   job.event_poll_interval = options_.event_poll_interval;
   job.rpc_timeout = options_.rpc_timeout;
@@ -313,17 +321,20 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
   const std::string lease_id = lease.lease_id();
   // When the job is over its slots are free at once (the next LeaseJob and heartbeat say so);
   // the runner itself is joined later by ReapFinished.
-  running.runner = std::make_unique<JobRunner>(std::move(lease), std::move(job), client_.get(), [this, lease_id] {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(lease_id);
-    if (it != jobs_.end()) {
-      for (int s : it->second.slots) slot_used_[static_cast<size_t>(s)] = false;
-      it->second.slots.clear();
-    }
-    UpdateSlotMetrics();
-    cv_.notify_all();
-  });
-  if (shutdown_) running.runner->Stop(StopReason::kShutdown, options_.stop_grace, "worker shutdown");
+  running.runner = std::make_unique<JobRunner>(std::move(lease), std::move(job), client_.get(),
+                                               [this, lease_id] {
+                                                 std::lock_guard<std::mutex> lock(mu_);
+                                                 auto it = jobs_.find(lease_id);
+                                                 if (it != jobs_.end()) {
+                                                   for (int s : it->second.slots)
+                                                     slot_used_[static_cast<size_t>(s)] = false;
+                                                   it->second.slots.clear();
+                                                 }
+                                                 UpdateSlotMetrics();
+                                                 cv_.notify_all();
+                                               });
+  if (shutdown_)
+    running.runner->Stop(StopReason::kShutdown, options_.stop_grace, "worker shutdown");
   running.runner->Start();
   jobs_[lease_id] = std::move(running);
   ++jobs_started_;
@@ -357,7 +368,8 @@ void Worker::HeartbeatOnce() {
   std::chrono::milliseconds deadline;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    deadline = std::min(std::max(2 * heartbeat_interval_, std::chrono::milliseconds(2000)), options_.rpc_timeout);
+    deadline = std::min(std::max(2 * heartbeat_interval_, std::chrono::milliseconds(2000)),
+                        options_.rpc_timeout);
   }
   StatusOr<pb::HeartbeatResponse> response = client_->Heartbeat(request, deadline);
   if (options_.metrics != nullptr) {
@@ -369,7 +381,8 @@ void Worker::HeartbeatOnce() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   const StatusCode code = response.ok() ? StatusCode::kOk : response.status().code();
-  const bool unreachable = code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
+  const bool unreachable =
+      code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
   if (unreachable && !unreachable_) {
     LogWarning("the coordinator cannot be reached (" + response.status().ToString() + "); " +
                std::to_string(jobs_.size()) + " job(s) keep running for up to " +
@@ -379,9 +392,11 @@ void Worker::HeartbeatOnce() {
   }
   unreachable_ = unreachable;
   if (unreachable) {
-    LogDebug("Heartbeat after " +
-             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent_at).count()) +
-             " ms: " + response.status().ToString());
+    LogDebug(
+        "Heartbeat after " +
+        std::to_string(
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent_at).count()) +
+        " ms: " + response.status().ToString());
     client_->Reconnect();
   }
   if (!response.ok()) {
@@ -393,15 +408,18 @@ void Worker::HeartbeatOnce() {
       LogWarning("Heartbeat: " + response.status().ToString());
     }
   } else {
-    if (response->has_heartbeat_interval() && ToMillis(response->heartbeat_interval()).count() > 0) {
+    if (response->has_heartbeat_interval() &&
+        ToMillis(response->heartbeat_interval()).count() > 0) {
       heartbeat_interval_ = ToMillis(response->heartbeat_interval());
     }
     // A lease the coordinator answered for and did not call lost counts as renewed, whether or
     // not it is listed in `renewed` (which carries the stored-event acknowledgements).
-    const std::set<std::string> lost(response->lost_lease_ids().begin(), response->lost_lease_ids().end());
+    const std::set<std::string> lost(response->lost_lease_ids().begin(),
+                                     response->lost_lease_ids().end());
     for (const pb::LeaseProgress& sent : request.leases()) {
       auto it = jobs_.find(sent.lease_id());
-      if (it != jobs_.end() && lost.count(sent.lease_id()) == 0) it->second.runner->Renewed(sent_at, 0);
+      if (it != jobs_.end() && lost.count(sent.lease_id()) == 0)
+        it->second.runner->Renewed(sent_at, 0);
     }
     for (const pb::LeaseRenewal& renewal : response->renewed()) {
       auto it = jobs_.find(renewal.lease_id());

@@ -25,8 +25,8 @@ namespace rdattn::worker {
 
 struct WorkerOptions {
   std::string hostname;
-  std::string worker_id;  // empty: from <workdir>/worker_id, else assigned by the coordinator
-  std::string workdir;    // absolute; created
+  std::string worker_id;        // empty: from <workdir>/worker_id, else assigned by the coordinator
+  std::string workdir;          // absolute; created
   std::string checkpoint_root;  // absolute
   std::string train_binary;     // resolved
   std::string mpirun = "mpirun";
@@ -37,12 +37,12 @@ struct WorkerOptions {
   int threads_per_rank = 1;
   // Device ids of the slots on a GPU worker (slot i -> gpu_ids[i]); empty: 0 .. slots-1.
   std::vector<std::string> gpu_ids;
-  bool once = false;  // lease one job, exit when it is over
+  bool once = false;                                        // lease one job, exit when it is over
   std::optional<std::chrono::milliseconds> exit_when_idle;  // exit after this long without a job
-  std::chrono::milliseconds lease_wait{20000};   // LeaseJobRequest.wait
-  std::chrono::milliseconds rpc_timeout{10000};  // unary calls other than LeaseJob
-  std::chrono::milliseconds stop_grace{30000};   // SIGTERM -> SIGKILL on worker shutdown
-  std::chrono::milliseconds cancel_grace{10000};  // when a cancel order gives none
+  std::chrono::milliseconds lease_wait{20000};              // LeaseJobRequest.wait
+  std::chrono::milliseconds rpc_timeout{10000};             // unary calls other than LeaseJob
+  std::chrono::milliseconds stop_grace{30000};              // SIGTERM -> SIGKILL on worker shutdown
+  std::chrono::milliseconds cancel_grace{10000};            // when a cancel order gives none
   std::chrono::milliseconds event_poll_interval{200};
   std::chrono::milliseconds max_backoff{10000};  // between failed calls
   // While the coordinator cannot be reached (restarting, network), ranks keep running and

@@ -5,6 +5,7 @@
 //
 // Flags are spelled --flag-name (as documented) or --flag_name (abseil's spelling).
 #include <dirent.h>
+#include <prometheus/exposer.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -24,7 +25,6 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
-#include <prometheus/exposer.h>
 #include "common/flag_spelling.h"
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/job_paths.h"
@@ -38,35 +38,43 @@
 #endif
 
 ABSL_FLAG(std::string, coordinator, "", "coordinator address host:port (required)");
-ABSL_FLAG(int, slots, 1, "ranks this worker runs at once: GPUs on a GPU worker, rank slots on a CPU worker");
+ABSL_FLAG(int, slots, 1,
+          "ranks this worker runs at once: GPUs on a GPU worker, rank slots on a CPU worker");
 ABSL_FLAG(std::string, kind, "cpu", "hardware kind: cpu or gpu");
-ABSL_FLAG(std::string, workdir, "",
-          "working directory (required): <workdir>/<job>/attempt-<n>/ holds job.json, events.jsonl, "
-          "stderr.log; <workdir>/worker_id keeps the worker's id");
+ABSL_FLAG(
+    std::string, workdir, "",
+    "working directory (required): <workdir>/<job>/attempt-<n>/ holds job.json, events.jsonl, "
+    "stderr.log; <workdir>/worker_id keeps the worker's id");
 ABSL_FLAG(std::string, checkpoint_root, "",
           "checkpoint root (default <workdir>/checkpoints): jobs without checkpoint.dir get "
           "<root>/<job>; share it between nodes so a requeued job resumes anywhere");
 ABSL_FLAG(std::string, train_binary, "",
-          "rdattn-train to launch (default: next to rdattn-worker, ../trainer/ in a build tree, else PATH)");
+          "rdattn-train to launch (default: next to rdattn-worker, ../trainer/ in a build tree, "
+          "else PATH)");
 ABSL_FLAG(std::string, mpirun, "mpirun", "mpirun for jobs of world size > 1");
 ABSL_FLAG(std::string, token, "", "bearer token (else --token-file, else $RDATTN_TOKEN)");
 ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
-ABSL_FLAG(std::string, ca_cert, "", "PEM file of CA roots: talk TLS to the coordinator (default plaintext)");
+ABSL_FLAG(std::string, ca_cert, "",
+          "PEM file of CA roots: talk TLS to the coordinator (default plaintext)");
 ABSL_FLAG(std::string, hostname, "", "hostname to register (default: gethostname)");
-ABSL_FLAG(std::string, worker_id, "", "worker id to register with (default: <workdir>/worker_id, else assigned)");
-ABSL_FLAG(int, threads_per_rank, 0, "threads per rank when a job does not set them (0: max(1, cores / slots))");
+ABSL_FLAG(std::string, worker_id, "",
+          "worker id to register with (default: <workdir>/worker_id, else assigned)");
+ABSL_FLAG(int, threads_per_rank, 0,
+          "threads per rank when a job does not set them (0: max(1, cores / slots))");
 ABSL_FLAG(bool, once, false, "lease one job and exit when it is over (tests)");
 ABSL_FLAG(double, exit_when_idle, 0, "exit after this many seconds without a job (0: never)");
 ABSL_FLAG(double, lease_wait, 20, "seconds a LeaseJob long poll may wait");
 ABSL_FLAG(double, stop_grace, 30, "seconds between SIGTERM and SIGKILL when the worker shuts down");
-ABSL_FLAG(double, cancel_grace, 10, "seconds between SIGTERM and SIGKILL for a cancel order without a grace");
+ABSL_FLAG(double, cancel_grace, 10,
+          "seconds between SIGTERM and SIGKILL for a cancel order without a grace");
 ABSL_FLAG(double, unreachable_grace, 1800,
           "seconds a job's ranks keep running while the coordinator cannot be reached (then they "
           "checkpoint and stop)");
 ABSL_FLAG(double, event_poll, 0.2, "seconds between reads of a job's events.jsonl");
-ABSL_FLAG(std::string, metrics_listen, "",
-          "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port 0 picks a free "
-          "one; empty: off). docs/metrics.md");
+ABSL_FLAG(
+    std::string, metrics_listen, "",
+    "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port 0 picks a free "
+    "one; empty: off). docs/metrics.md");
 ABSL_FLAG(std::string, metrics_retention, "300",
           "seconds a finished job's metric series are still served before they are removed (>= 0)");
 ABSL_FLAG(bool, verbose, false, "debug logging");
@@ -134,8 +142,9 @@ rdattn::StatusOr<std::string> DefaultTrainBinary() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (const fs::path& candidate : {self.parent_path() / "rdattn-train",
-                                      self.parent_path().parent_path() / "trainer" / "rdattn-train"}) {
+    for (const fs::path& candidate :
+         {self.parent_path() / "rdattn-train",
+          self.parent_path().parent_path() / "trainer" / "rdattn-train"}) {
       auto found = rdattn::worker::FindExecutable(candidate.string());
       if (found.ok()) return found;
     }
@@ -148,7 +157,8 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
   const std::string port_text = address.substr(colon + 1);
-  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
   *port = std::stoi(port_text);
   *host = address.substr(0, colon);
   return *port <= 65535;
@@ -204,11 +214,13 @@ int main(int argc, char** argv) {
   fs::create_directories(absl::GetFlag(FLAGS_workdir), ec);
   if (ec) return Usage("--workdir " + absl::GetFlag(FLAGS_workdir) + ": " + ec.message());
   options.workdir = fs::absolute(absl::GetFlag(FLAGS_workdir)).lexically_normal().string();
-  options.checkpoint_root = absl::GetFlag(FLAGS_checkpoint_root).empty()
-                                ? rdattn::worker::JoinPath(options.workdir, "checkpoints")
-                                : fs::absolute(absl::GetFlag(FLAGS_checkpoint_root)).lexically_normal().string();
+  options.checkpoint_root =
+      absl::GetFlag(FLAGS_checkpoint_root).empty()
+          ? rdattn::worker::JoinPath(options.workdir, "checkpoints")
+          : fs::absolute(absl::GetFlag(FLAGS_checkpoint_root)).lexically_normal().string();
   const std::string train_flag = absl::GetFlag(FLAGS_train_binary);
-  auto train = train_flag.empty() ? DefaultTrainBinary() : rdattn::worker::FindExecutable(train_flag);
+  auto train =
+      train_flag.empty() ? DefaultTrainBinary() : rdattn::worker::FindExecutable(train_flag);
   if (!train.ok()) return Usage("--train-binary: " + train.status().message());
   options.train_binary = fs::absolute(*train).lexically_normal().string();
   options.mpirun = absl::GetFlag(FLAGS_mpirun);
@@ -236,7 +248,8 @@ int main(int argc, char** argv) {
     }
   }
   options.once = absl::GetFlag(FLAGS_once);
-  if (absl::GetFlag(FLAGS_exit_when_idle) > 0) options.exit_when_idle = Seconds(absl::GetFlag(FLAGS_exit_when_idle));
+  if (absl::GetFlag(FLAGS_exit_when_idle) > 0)
+    options.exit_when_idle = Seconds(absl::GetFlag(FLAGS_exit_when_idle));
   options.lease_wait = Seconds(std::max(0.1, absl::GetFlag(FLAGS_lease_wait)));
   options.stop_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_stop_grace)));
   options.cancel_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_cancel_grace)));
@@ -255,8 +268,10 @@ int main(int argc, char** argv) {
   }
   double retention_s = 0;
   const std::string retention_flag = absl::GetFlag(FLAGS_metrics_retention);
-  if (!absl::SimpleAtod(retention_flag, &retention_s) || !std::isfinite(retention_s) || retention_s < 0) {
-    return Usage("--metrics-retention must be a number of seconds >= 0, not '" + retention_flag + "'");
+  if (!absl::SimpleAtod(retention_flag, &retention_s) || !std::isfinite(retention_s) ||
+      retention_s < 0) {
+    return Usage("--metrics-retention must be a number of seconds >= 0, not '" + retention_flag +
+                 "'");
   }
 
   rdattn::worker::CoordinatorClientOptions client;
@@ -278,8 +293,9 @@ int main(int argc, char** argv) {
 
   LogInfo("rdattn-worker " + options.version + ": coordinator " + coordinator + ", " +
           std::to_string(options.slots) + " " + kind + " slot(s), " +
-          std::to_string(options.threads_per_rank) + " thread(s) per rank, workdir " + options.workdir +
-          ", checkpoints " + options.checkpoint_root + ", trainer " + options.train_binary);
+          std::to_string(options.threads_per_rank) + " thread(s) per rank, workdir " +
+          options.workdir + ", checkpoints " + options.checkpoint_root + ", trainer " +
+          options.train_binary);
 
   // The metrics outlive the worker (declared first); the exposer serves them until the end.
   std::unique_ptr<rdattn::worker::WorkerMetrics> metrics;
@@ -289,8 +305,8 @@ int main(int argc, char** argv) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
     } catch (const std::exception& e) {
-      LogError("--metrics-listen " + metrics_listen + ": cannot serve metrics there (address in use or not " +
-               "local?): " + e.what());
+      LogError("--metrics-listen " + metrics_listen +
+               ": cannot serve metrics there (address in use or not " + "local?): " + e.what());
       return kExitUsage;
     }
     exposer->RegisterCollectable(metrics->registry());
@@ -318,7 +334,8 @@ int main(int argc, char** argv) {
   if (!status.ok()) {
     LogError(status.ToString());
     const auto code = status.code();
-    return code == rdattn::StatusCode::kInvalidArgument || code == rdattn::StatusCode::kUnauthenticated ||
+    return code == rdattn::StatusCode::kInvalidArgument ||
+                   code == rdattn::StatusCode::kUnauthenticated ||
                    code == rdattn::StatusCode::kPermissionDenied
                ? kExitUsage
                : 1;

@@ -42,7 +42,9 @@ constexpr char kUsage[] = R"(usage:
       Prints the ids of stdin (read as raw bytes, encoded as ordinary text), space-separated.
   rdattn-data decode --tokenizer gpt2|byte [--vocab-bpe PATH] < ids
       Writes the bytes of whitespace-separated ids read from stdin.
---vocab-bpe defaults to )" "data/third_party/gpt2/vocab.bpe" R"( (relative to the current folder).
+--vocab-bpe defaults to )"
+                          "data/third_party/gpt2/vocab.bpe"
+                          R"( (relative to the current folder).
 Exit status: 0 ok, 1 error (message names the file or flag), 2 bad usage.
 )";
 
@@ -147,10 +149,12 @@ int Fail(const Status& s) {
 
 StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromArgs(const Args& args, std::string* vocab_path) {
   const std::string name = args.required("--tokenizer");
-  if (name != "gpt2" && name != "byte") throw UsageError{"--tokenizer '" + name + "': expected gpt2 or byte"};
+  if (name != "gpt2" && name != "byte")
+    throw UsageError{"--tokenizer '" + name + "': expected gpt2 or byte"};
   *vocab_path = args.value("--vocab-bpe").value_or(kDefaultVocabBpe);
   if (name == "byte") {
-    if (args.value("--vocab-bpe").has_value()) throw UsageError{"--vocab-bpe is only for --tokenizer gpt2"};
+    if (args.value("--vocab-bpe").has_value())
+      throw UsageError{"--vocab-bpe is only for --tokenizer gpt2"};
     vocab_path->clear();
   }
   auto t = MakeTokenizer(name, *vocab_path);
@@ -172,13 +176,14 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 int CmdPrepare(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--text", "--jsonl", "--val-files", "--test-files"},
-                  {"--tokenizer", "--vocab-bpe", "--out", "--prefix", "--shard-tokens", "--split"}, {},
-                  false);
+                  {"--tokenizer", "--vocab-bpe", "--out", "--prefix", "--shard-tokens", "--split"},
+                  {}, false);
   PrepareOptions opts;
   opts.tokenizer = args.required("--tokenizer");
   opts.out_dir = args.required("--out");
   opts.prefix = args.required("--prefix");
-  if (auto v = args.value("--shard-tokens")) opts.shard_tokens = ParseInt("--shard-tokens", *v, 1, kShardMaxTokens);
+  if (auto v = args.value("--shard-tokens"))
+    opts.shard_tokens = ParseInt("--shard-tokens", *v, 1, kShardMaxTokens);
   const bool text = args.has_list("--text"), jsonl = args.has_list("--jsonl");
   if (text && jsonl) throw UsageError{"give either --text or --jsonl, not both"};
   opts.kind = jsonl ? InputKind::kJsonl : InputKind::kText;
@@ -186,7 +191,8 @@ int CmdPrepare(int argc, char** argv) {
   opts.val_files = args.list("--val-files");
   opts.test_files = args.list("--test-files");
   const bool held_out = !opts.val_files.empty() || !opts.test_files.empty();
-  if (!text && !jsonl && !held_out) throw UsageError{"no inputs: give --text FILE... or --jsonl FILE..."};
+  if (!text && !jsonl && !held_out)
+    throw UsageError{"no inputs: give --text FILE... or --jsonl FILE..."};
   const std::string split = args.value("--split").value_or(held_out ? "files" : "hash");
   if (split == "hash") {
     opts.split_mode = SplitMode::kHash;
@@ -206,11 +212,14 @@ int CmdPrepare(int argc, char** argv) {
   const double secs = Seconds(t0, std::chrono::steady_clock::now());
   for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) {
     const SplitSummary& ss = summary->splits[static_cast<int>(s)];
-    std::printf("%-5s %8lld documents %12lld tokens %4zu shard(s)\n", std::string(SplitName(s)).c_str(),
-                static_cast<long long>(ss.documents), static_cast<long long>(ss.tokens), ss.shards.size());
+    std::printf("%-5s %8lld documents %12lld tokens %4zu shard(s)\n",
+                std::string(SplitName(s)).c_str(), static_cast<long long>(ss.documents),
+                static_cast<long long>(ss.tokens), ss.shards.size());
   }
-  for (const std::string& r : summary->removed_stale) std::printf("removed stale shard %s\n", r.c_str());
-  for (const std::string& w : summary->warnings) std::fprintf(stderr, "rdattn-data: warning: %s\n", w.c_str());
+  for (const std::string& r : summary->removed_stale)
+    std::printf("removed stale shard %s\n", r.c_str());
+  for (const std::string& w : summary->warnings)
+    std::fprintf(stderr, "rdattn-data: warning: %s\n", w.c_str());
   std::printf("manifest %s (%.2f s, %.1f MB/s of text)\n", summary->manifest_path.c_str(), secs,
               secs > 0 ? static_cast<double>(summary->input_bytes) / 1e6 / secs : 0.0);
   return 0;
@@ -219,7 +228,8 @@ int CmdPrepare(int argc, char** argv) {
 int CmdInspect(int argc, char** argv) {
   const Args args(argc, argv, 2, {}, {"--vocab", "--eot"}, {}, true);
   if (args.positional().empty()) throw UsageError{"inspect needs at least one shard"};
-  const int64_t vocab = args.value("--vocab") ? ParseInt("--vocab", *args.value("--vocab"), 1, 65536) : 65536;
+  const int64_t vocab =
+      args.value("--vocab") ? ParseInt("--vocab", *args.value("--vocab"), 1, 65536) : 65536;
   int64_t eot = args.value("--vocab") ? vocab - 1 : 50256;
   if (auto v = args.value("--eot")) eot = ParseInt("--eot", *v, 0, 65535);
   auto paths = ExpandShardPaths(args.positional());
@@ -254,8 +264,8 @@ int CmdInspect(int argc, char** argv) {
     }
   }
   if (paths->size() > 1) {
-    std::printf("total: %zu shards (%d invalid), %lld tokens, min id %d, max id %d, %lld eot\n", paths->size(),
-                bad, static_cast<long long>(total), mx_all < 0 ? -1 : mn_all, mx_all,
+    std::printf("total: %zu shards (%d invalid), %lld tokens, min id %d, max id %d, %lld eot\n",
+                paths->size(), bad, static_cast<long long>(total), mx_all < 0 ? -1 : mn_all, mx_all,
                 static_cast<long long>(total_eot));
   }
   return bad == 0 ? 0 : 1;
@@ -283,10 +293,13 @@ int CmdEncode(int argc, char** argv) {
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (args.flag("--stats")) {
     const double enc = Seconds(t2, t3);
-    std::fprintf(stderr, "encode: %zu bytes -> %zu tokens (%.3f bytes/token) in %.3f s = %.2f MB/s; "
-                 "tokenizer load %.3f s\n", text.size(), ids.size(),
-                 ids.empty() ? 0.0 : static_cast<double>(text.size()) / static_cast<double>(ids.size()), enc,
-                 enc > 0 ? static_cast<double>(text.size()) / 1e6 / enc : 0.0, Seconds(t0, t1));
+    std::fprintf(
+        stderr,
+        "encode: %zu bytes -> %zu tokens (%.3f bytes/token) in %.3f s = %.2f MB/s; "
+        "tokenizer load %.3f s\n",
+        text.size(), ids.size(),
+        ids.empty() ? 0.0 : static_cast<double>(text.size()) / static_cast<double>(ids.size()), enc,
+        enc > 0 ? static_cast<double>(text.size()) / 1e6 / enc : 0.0, Seconds(t0, t1));
   }
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

@@ -86,12 +86,15 @@ constexpr size_t kMaxCacheEntries = size_t{1} << 19;
 
 std::string PcreErrorText(int code) {
   PCRE2_UCHAR buf[256];
-  if (pcre2_get_error_message(code, buf, sizeof(buf)) < 0) return "pcre2 error " + std::to_string(code);
+  if (pcre2_get_error_message(code, buf, sizeof(buf)) < 0)
+    return "pcre2 error " + std::to_string(code);
   return reinterpret_cast<const char*>(buf);
 }
 
 // GPT-2's bytes_to_unicode: printable bytes map to themselves, the other 68 to U+0100 + n.
-bool IsPrintableByte(int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174); }
+bool IsPrintableByte(int b) {
+  return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+}
 
 }  // namespace
 
@@ -180,7 +183,8 @@ std::vector<std::string_view> Gpt2Tokenizer::PreTokenize(std::string_view text) 
 StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(const std::string& vocab_bpe_path) {
   std::ifstream in(vocab_bpe_path, std::ios::binary);
   if (!in) {
-    return NotFoundError(vocab_bpe_path + ": cannot open GPT-2 vocab.bpe (run scripts/fetch_data.sh)");
+    return NotFoundError(vocab_bpe_path +
+                         ": cannot open GPT-2 vocab.bpe (run scripts/fetch_data.sh)");
   }
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -276,7 +280,8 @@ Status Gpt2Tokenizer::Build(std::string_view contents, const std::string& source
     if (sp == std::string_view::npos || line.find(' ', sp + 1) != std::string_view::npos) {
       return InvalidArgumentError(where + "expected two symbols separated by one space");
     }
-    if (!decode_symbol(line.substr(0, sp), &a_bytes) || !decode_symbol(line.substr(sp + 1), &b_bytes)) {
+    if (!decode_symbol(line.substr(0, sp), &a_bytes) ||
+        !decode_symbol(line.substr(sp + 1), &b_bytes)) {
       return InvalidArgumentError(where + "symbol is not in GPT-2's byte-to-unicode alphabet");
     }
     const auto ia = ids.find(a_bytes);
@@ -285,7 +290,8 @@ Status Gpt2Tokenizer::Build(std::string_view contents, const std::string& source
       return InvalidArgumentError(where + "merge refers to a symbol not made by an earlier merge");
     }
     const uint32_t id = 256 + static_cast<uint32_t>(merges);
-    if (id >= kEot) return InvalidArgumentError(where + "more than " + std::to_string(kNumMerges) + " merges");
+    if (id >= kEot)
+      return InvalidArgumentError(where + "more than " + std::to_string(kNumMerges) + " merges");
     std::string merged = a_bytes + b_bytes;
     if (!ids.emplace(merged, id).second) {
       return InvalidArgumentError(where + "merge produces a token that already exists");
@@ -294,7 +300,8 @@ Status Gpt2Tokenizer::Build(std::string_view contents, const std::string& source
     const uint64_t key = ((uint64_t{ia->second} << 32) | ib->second) + 1;
     uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 40;
     while (merge_keys_[h & merge_mask_] != 0) {
-      if (merge_keys_[h & merge_mask_] == key) return InvalidArgumentError(where + "duplicate merge");
+      if (merge_keys_[h & merge_mask_] == key)
+        return InvalidArgumentError(where + "duplicate merge");
       ++h;
     }
     merge_keys_[h & merge_mask_] = key;

@@ -64,8 +64,9 @@ class Source {
         const int rc = gzclose_r(gz_);
         gz_ = nullptr;
         if (rc != Z_OK) {
-          return DataLossError(path_ + (rc == Z_BUF_ERROR ? ": truncated gzip file (ends inside a stream)"
-                                                          : ": gzip close error"));
+          return DataLossError(path_ + (rc == Z_BUF_ERROR
+                                            ? ": truncated gzip file (ends inside a stream)"
+                                            : ": gzip close error"));
         }
       }
       return static_cast<size_t>(r);

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "worker/data/input.h"
 #include "common/sha256.h"
+#include "worker/data/input.h"
 #include "worker/data/shard.h"
 
 namespace rdattn::data {
@@ -62,7 +62,8 @@ class Packer {
       if (!w.current.has_value()) {
         const int index = static_cast<int>(w.finished.size());
         const std::string name = ShardFileName(opts_.prefix, split, index);
-        RDATTN_ASSIGN_OR_RETURN(ShardWriter sw, ShardWriter::Create((fs::path(opts_.out_dir) / name).string()));
+        RDATTN_ASSIGN_OR_RETURN(ShardWriter sw,
+                                ShardWriter::Create((fs::path(opts_.out_dir) / name).string()));
         w.current.emplace(std::move(sw));
         w.summary.shards.push_back(name);
       }
@@ -120,11 +121,12 @@ struct InputRecord {
 
 Status ValidateOptions(const PrepareOptions& opts, const Tokenizer& tok) {
   if (opts.tokenizer != tok.name()) {
-    return InvalidArgumentError("--tokenizer " + opts.tokenizer + " does not match the tokenizer given (" +
-                                tok.name() + ")");
+    return InvalidArgumentError("--tokenizer " + opts.tokenizer +
+                                " does not match the tokenizer given (" + tok.name() + ")");
   }
   if (tok.vocab_size() > 65536) {
-    return InvalidArgumentError("tokenizer " + tok.name() + " has " + std::to_string(tok.vocab_size()) +
+    return InvalidArgumentError("tokenizer " + tok.name() + " has " +
+                                std::to_string(tok.vocab_size()) +
                                 " ids; shards hold uint16 ids (at most 65536)");
   }
   if (opts.out_dir.empty()) return InvalidArgumentError("--out: missing output folder");
@@ -133,14 +135,15 @@ Status ValidateOptions(const PrepareOptions& opts, const Tokenizer& tok) {
     return InvalidArgumentError("--prefix '" + opts.prefix + "' must not contain '/'");
   }
   if (opts.shard_tokens < 1 || opts.shard_tokens > kShardMaxTokens) {
-    return InvalidArgumentError("--shard-tokens " + std::to_string(opts.shard_tokens) + " is outside 1.." +
-                                std::to_string(kShardMaxTokens));
+    return InvalidArgumentError("--shard-tokens " + std::to_string(opts.shard_tokens) +
+                                " is outside 1.." + std::to_string(kShardMaxTokens));
   }
   if (opts.split_mode == SplitMode::kHash) {
     if (!opts.val_files.empty() || !opts.test_files.empty()) {
       return InvalidArgumentError("--val-files/--test-files need --split files (got --split hash)");
     }
-    if (opts.inputs.empty()) return InvalidArgumentError("no inputs: give --text FILE... or --jsonl FILE...");
+    if (opts.inputs.empty())
+      return InvalidArgumentError("no inputs: give --text FILE... or --jsonl FILE...");
   } else {
     if (opts.val_files.empty() && opts.test_files.empty()) {
       return InvalidArgumentError("--split files needs --val-files and/or --test-files");
@@ -160,7 +163,8 @@ StatusOr<std::vector<InputRecord>> CollectInputs(const PrepareOptions& opts) {
       const std::string key = Canonical(f);
       const auto it = forced.find(key);
       if (it != forced.end()) {
-        if (it->second == s) return InvalidArgumentError(std::string(flag) + ": " + f + " is listed twice");
+        if (it->second == s)
+          return InvalidArgumentError(std::string(flag) + ": " + f + " is listed twice");
         return InvalidArgumentError(f + " is in both " + forced_flag[key] + " and " + flag);
       }
       forced.emplace(key, s);
@@ -214,10 +218,13 @@ StatusOr<std::vector<InputRecord>> CollectInputs(const PrepareOptions& opts) {
 }
 
 // Parses one JSONL line into (id, text). `where` is "file:line".
-Status ParseJsonlLine(const std::string& line, const std::string& where, std::string* id, std::string* text) {
+Status ParseJsonlLine(const std::string& line, const std::string& where, std::string* id,
+                      std::string* text) {
   const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError(where + ": not valid JSON (or not valid UTF-8)");
-  if (!j.is_object()) return InvalidArgumentError(where + ": expected a JSON object with \"text\" and \"id\"");
+  if (j.is_discarded())
+    return InvalidArgumentError(where + ": not valid JSON (or not valid UTF-8)");
+  if (!j.is_object())
+    return InvalidArgumentError(where + ": expected a JSON object with \"text\" and \"id\"");
   const auto t = j.find("text");
   if (t == j.end()) return InvalidArgumentError(where + ": missing \"text\"");
   if (!t->is_string()) return InvalidArgumentError(where + ": \"text\" must be a string");
@@ -247,7 +254,9 @@ std::string ShardFileName(const std::string& prefix, Split split, int index) {
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {
   std::string tmpl = path + ".tmp.XXXXXX";
   const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd < 0) return FailedPreconditionError(path + ": cannot create temporary file: " + std::strerror(errno));
+  if (fd < 0)
+    return FailedPreconditionError(path +
+                                   ": cannot create temporary file: " + std::strerror(errno));
   ::fchmod(fd, 0644);
   const char* p = contents.data();
   size_t left = contents.size();
@@ -343,16 +352,17 @@ StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& to
       struct stat st;
       if (::stat(path.c_str(), &st) != 0) break;
       if (::unlink(path.c_str()) != 0) {
-        return FailedPreconditionError(path + ": cannot remove a stale shard of an earlier run: " +
-                                       std::strerror(errno));
+        return FailedPreconditionError(
+            path + ": cannot remove a stale shard of an earlier run: " + std::strerror(errno));
       }
       summary.removed_stale.push_back(name);
     }
   }
 
   Json manifest;
-  manifest["format"] = "llm.c data shards: 256 x int32 LE header (magic 20240520, version 1, "
-                       "token count), then uint16 LE tokens";
+  manifest["format"] =
+      "llm.c data shards: 256 x int32 LE header (magic 20240520, version 1, "
+      "token count), then uint16 LE tokens";
   manifest["tokenizer"] = tok.name();
   manifest["vocab_size"] = tok.vocab_size();
   manifest["eot"] = tok.eot();

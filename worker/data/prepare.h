@@ -18,10 +18,10 @@ enum class InputKind { kText, kJsonl };
 enum class SplitMode { kHash, kFiles };
 
 struct PrepareOptions {
-  std::string tokenizer;         // "gpt2" | "byte" (recorded in the manifest)
-  std::string vocab_bpe;         // recorded in the manifest for gpt2
-  std::string out_dir;           // created when missing
-  std::string prefix;            // NAME in NAME_train_000000.bin; no '/'
+  std::string tokenizer;  // "gpt2" | "byte" (recorded in the manifest)
+  std::string vocab_bpe;  // recorded in the manifest for gpt2
+  std::string out_dir;    // created when missing
+  std::string prefix;     // NAME in NAME_train_000000.bin; no '/'
   int64_t shard_tokens = 100000000;
   InputKind kind = InputKind::kText;
   // Text: each file is one document whose id is the file's basename (".gz" included).
@@ -43,9 +43,9 @@ struct SplitSummary {
 struct PrepareSummary {
   std::array<SplitSummary, 3> splits;  // indexed by Split
   std::string manifest_path;
-  std::vector<std::string> warnings;  // e.g. an empty split
+  std::vector<std::string> warnings;       // e.g. an empty split
   std::vector<std::string> removed_stale;  // old shards of the same prefix beyond the new ones
-  int64_t input_bytes = 0;  // decompressed bytes of text
+  int64_t input_bytes = 0;                 // decompressed bytes of text
 };
 
 // "DIR/NAME_split_000007.bin"

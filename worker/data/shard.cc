@@ -74,27 +74,31 @@ StatusOr<ShardInfo> CheckHeader(const std::string& path, int fd) {
                          "-byte shard header");
   }
   int32_t header[3];
-  if (!PreadAll(fd, header, sizeof(header), 0)) return DataLossError(path + ": cannot read the header");
+  if (!PreadAll(fd, header, sizeof(header), 0))
+    return DataLossError(path + ": cannot read the header");
   if (header[0] != kShardMagic) {
-    return InvalidArgumentError(path + ": wrong magic " + std::to_string(header[0]) + " (expected " +
-                                std::to_string(kShardMagic) + "); not an llm.c data shard");
+    return InvalidArgumentError(path + ": wrong magic " + std::to_string(header[0]) +
+                                " (expected " + std::to_string(kShardMagic) +
+                                "); not an llm.c data shard");
   }
   if (header[1] != kShardVersion) {
     return InvalidArgumentError(path + ": unsupported version " + std::to_string(header[1]) +
                                 " (expected " + std::to_string(kShardVersion) + ")");
   }
   const int64_t n = header[2];
-  if (n < 0) return DataLossError(path + ": header says a negative token count " + std::to_string(n));
+  if (n < 0)
+    return DataLossError(path + ": header says a negative token count " + std::to_string(n));
   const int64_t want = kShardHeaderBytes + 2 * n;
   if (file_bytes < want) {
     return DataLossError(path + ": truncated: header says " + std::to_string(n) + " tokens (" +
-                         std::to_string(want) + " bytes) but file has " + std::to_string(file_bytes) +
-                         " bytes");
+                         std::to_string(want) + " bytes) but file has " +
+                         std::to_string(file_bytes) + " bytes");
   }
   if (file_bytes > want) {
     return DataLossError(path + ": size mismatch: header says " + std::to_string(n) + " tokens (" +
-                         std::to_string(want) + " bytes) but file has " + std::to_string(file_bytes) +
-                         " bytes (" + std::to_string(file_bytes - want) + " extra)");
+                         std::to_string(want) + " bytes) but file has " +
+                         std::to_string(file_bytes) + " bytes (" +
+                         std::to_string(file_bytes - want) + " extra)");
   }
   ShardInfo info;
   info.path = path;
@@ -132,7 +136,8 @@ StatusOr<Shard> Shard::Open(const std::string& path, uint32_t vocab_size) {
   void* map = ::mmap(nullptr, shard.map_bytes_, PROT_READ, MAP_PRIVATE, fd.fd, 0);
   if (map == MAP_FAILED) return InternalError(path + ": mmap failed: " + Errno(errno));
   shard.map_ = map;
-  shard.tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map) + kShardHeaderBytes);
+  shard.tokens_ =
+      reinterpret_cast<const uint16_t*>(static_cast<const char*>(map) + kShardHeaderBytes);
 
   // Full scan: the maximum first (a branch-free loop the compiler vectorises), then the
   // position of the first offender only when there is one.
@@ -243,7 +248,8 @@ StatusOr<ShardWriter> ShardWriter::Create(const std::string& path) {
   std::string tmpl = path + ".tmp.XXXXXX";
   w.fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (w.fd_ < 0) {
-    return FailedPreconditionError(path + ": cannot create temporary file " + tmpl + ": " + Errno(errno));
+    return FailedPreconditionError(path + ": cannot create temporary file " + tmpl + ": " +
+                                   Errno(errno));
   }
   w.tmp_path_ = tmpl;
   ::fchmod(w.fd_, 0644);
@@ -333,7 +339,8 @@ Status ShardWriter::Commit() {
   if (committed_) return Status::Ok();
   RDATTN_RETURN_IF_ERROR(Finish());
   if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    return FailedPreconditionError(path_ + ": cannot rename " + tmp_path_ + " into place: " + Errno(errno));
+    return FailedPreconditionError(path_ + ": cannot rename " + tmp_path_ +
+                                   " into place: " + Errno(errno));
   }
   committed_ = true;
   tmp_path_.clear();

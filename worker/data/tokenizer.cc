@@ -50,7 +50,8 @@ StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& name,
     if (gpt2_vocab_bpe_path.empty()) {
       return InvalidArgumentError("tokenizer gpt2 needs the path of GPT-2's vocab.bpe");
     }
-    RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<Gpt2Tokenizer> t, Gpt2Tokenizer::Load(gpt2_vocab_bpe_path));
+    RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<Gpt2Tokenizer> t,
+                            Gpt2Tokenizer::Load(gpt2_vocab_bpe_path));
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
   return InvalidArgumentError("unknown tokenizer '" + name + "' (expected gpt2 or byte)");

@@ -33,7 +33,8 @@ bool ReadSafetensors(const std::string& path, SafetensorsFile* out, std::string*
   in.seekg(0, std::ios::end);
   const auto file_size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
-  if (file_size < 8) return Fail(error, path + ": truncated: shorter than the 8-byte header length");
+  if (file_size < 8)
+    return Fail(error, path + ": truncated: shorter than the 8-byte header length");
   unsigned char len_bytes[8];
   in.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_len = 0;
@@ -79,8 +80,8 @@ bool ReadSafetensors(const std::string& path, SafetensorsFile* out, std::string*
     at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dt->type));
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
     if (nbytes != offs[1] - offs[0])
-      return Fail(error, where + ": shape needs " + std::to_string(nbytes) + " bytes, offsets give " +
-                             std::to_string(offs[1] - offs[0]));
+      return Fail(error, where + ": shape needs " + std::to_string(nbytes) +
+                             " bytes, offsets give " + std::to_string(offs[1] - offs[0]));
     if (nbytes > 0) std::memcpy(t.data_ptr(), data.data() + offs[0], nbytes);
     result.tensors[it.key()] = t;
   }
@@ -100,9 +101,11 @@ bool WriteSafetensors(const std::string& path,
     const char* dtype = nullptr;
     for (const auto& d : kDtypes)
       if (t.scalar_type() == d.type) dtype = d.name;
-    if (dtype == nullptr) return Fail(error, path + ": tensor '" + name + "' has an unsupported dtype");
+    if (dtype == nullptr)
+      return Fail(error, path + ": tensor '" + name + "' has an unsupported dtype");
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    header[name] = {{"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
+    header[name] = {
+        {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
     contiguous.push_back(t);
   }

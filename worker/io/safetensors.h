@@ -13,8 +13,8 @@
 namespace rdattn::io {
 
 struct SafetensorsFile {
-  std::map<std::string, at::Tensor> tensors;         // CPU tensors, by name
-  std::map<std::string, std::string> metadata;       // "__metadata__"
+  std::map<std::string, at::Tensor> tensors;    // CPU tensors, by name
+  std::map<std::string, std::string> metadata;  // "__metadata__"
 };
 
 // Reads `path`. On failure returns false and sets `error` to a message naming the file and

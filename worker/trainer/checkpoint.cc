@@ -41,7 +41,8 @@ Status MakeDirs(const std::string& dir) {
   for (size_t i = 0; i <= dir.size(); ++i) {
     if (i == dir.size() || dir[i] == '/') {
       if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-        return InvalidArgumentError("checkpoint.dir " + dir + ": cannot create " + cur + " (" + std::strerror(errno) + ")");
+        return InvalidArgumentError("checkpoint.dir " + dir + ": cannot create " + cur + " (" +
+                                    std::strerror(errno) + ")");
     }
     if (i < dir.size()) cur.push_back(dir[i]);
   }
@@ -85,7 +86,8 @@ StatusOr<CheckpointMeta> ParseMeta(const std::string& path, const std::string& t
   try {
     const auto j = nlohmann::json::parse(text);
     if (j.value("format", "") != "rdattn-checkpoint-v1")
-      return DataLossError(path + ": not an rdattn checkpoint (format '" + j.value("format", "") + "')");
+      return DataLossError(path + ": not an rdattn checkpoint (format '" + j.value("format", "") +
+                           "')");
     CheckpointMeta m;
     m.step = j.at("step").get<int64_t>();
     m.tokens = j.at("tokens").get<int64_t>();
@@ -122,8 +124,10 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
     torch::serialize::OutputArchive ar;
-    for (const auto& p : model->named_parameters()) ar.write("param." + p.key(), p.value().detach().cpu());
-    for (const auto& b : model->named_buffers()) ar.write("buffer." + b.key(), b.value().cpu(), /*is_buffer=*/true);
+    for (const auto& p : model->named_parameters())
+      ar.write("param." + p.key(), p.value().detach().cpu());
+    for (const auto& b : model->named_buffers())
+      ar.write("buffer." + b.key(), b.value().cpu(), /*is_buffer=*/true);
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive opt;
       optimizer->save(opt);
@@ -164,7 +168,8 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> out;
   const std::vector<int64_t> steps = ListSteps(dir);
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) out.emplace_back(*it, CheckpointPath(dir, *it));
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+    out.emplace_back(*it, CheckpointPath(dir, *it));
   return out;
 }
 
@@ -180,21 +185,23 @@ StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
     torch::serialize::InputArchive ar;
     ar.load_from(path);
     c10::IValue meta;
-    if (!ar.try_read("meta", meta) || !meta.isString()) return DataLossError(path + ": checkpoint has no metadata");
+    if (!ar.try_read("meta", meta) || !meta.isString())
+      return DataLossError(path + ": checkpoint has no metadata");
     return ParseMeta(path, meta.toStringRef());
   } catch (const std::exception& e) {
     return DataLossError(path + ": cannot read checkpoint: " + FirstLine(e.what()));
   }
 }
 
-Status LoadCheckpoint(const std::string& path, model::Gpt& model, torch::optim::Optimizer* optimizer,
-                      CheckpointMeta* meta) {
+Status LoadCheckpoint(const std::string& path, model::Gpt& model,
+                      torch::optim::Optimizer* optimizer, CheckpointMeta* meta) {
   if (::access(path.c_str(), R_OK) != 0) return NotFoundError(path + ": no such checkpoint");
   try {
     torch::serialize::InputArchive ar;
     ar.load_from(path);
     c10::IValue m;
-    if (!ar.try_read("meta", m) || !m.isString()) return DataLossError(path + ": checkpoint has no metadata");
+    if (!ar.try_read("meta", m) || !m.isString())
+      return DataLossError(path + ": checkpoint has no metadata");
     RDATTN_ASSIGN_OR_RETURN(CheckpointMeta parsed, ParseMeta(path, m.toStringRef()));
     torch::NoGradGuard no_grad;
     for (auto& p : model->named_parameters()) {
@@ -202,8 +209,9 @@ Status LoadCheckpoint(const std::string& path, model::Gpt& model, torch::optim::
       if (!ar.try_read("param." + p.key(), t))
         return DataLossError(path + ": checkpoint lacks parameter '" + p.key() + "'");
       if (t.sizes() != p.value().sizes())
-        return DataLossError(path + ": parameter '" + p.key() + "' has shape " + c10::str(t.sizes()) +
-                             ", the model expects " + c10::str(p.value().sizes()));
+        return DataLossError(path + ": parameter '" + p.key() + "' has shape " +
+                             c10::str(t.sizes()) + ", the model expects " +
+                             c10::str(p.value().sizes()));
       p.value().copy_(t);
     }
     for (auto& b : model->named_buffers()) {
@@ -212,7 +220,8 @@ Status LoadCheckpoint(const std::string& path, model::Gpt& model, torch::optim::
     }
     if (optimizer != nullptr) {
       torch::serialize::InputArchive opt;
-      if (!ar.try_read("optimizer", opt)) return DataLossError(path + ": checkpoint lacks the optimizer state");
+      if (!ar.try_read("optimizer", opt))
+        return DataLossError(path + ": checkpoint lacks the optimizer state");
       optimizer->load(opt);
     }
     at::Tensor rng;
@@ -227,7 +236,8 @@ Status LoadCheckpoint(const std::string& path, model::Gpt& model, torch::optim::
   return Status::Ok();
 }
 
-Status ExportSafetensors(const std::string& out_path, model::Gpt& model, const CheckpointMeta& meta) {
+Status ExportSafetensors(const std::string& out_path, model::Gpt& model,
+                         const CheckpointMeta& meta) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const auto& p : model->named_parameters()) {
     at::Tensor t = p.value().detach().cpu();
@@ -235,7 +245,8 @@ Status ExportSafetensors(const std::string& out_path, model::Gpt& model, const C
     tensors.emplace_back(p.key(), t);
   }
   for (const auto& b : model->named_buffers()) tensors.emplace_back(b.key(), b.value().cpu());
-  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::map<std::string, std::string> md{{"format", "rdattn"},
                                         {"arm", std::string(model::ArmName(model->config().arm))},
                                         {"config", meta.config.dump()},

@@ -18,8 +18,8 @@
 namespace rdattn::trainer {
 
 struct CheckpointMeta {
-  int64_t step = 0;    // optimizer steps completed
-  int64_t tokens = 0;  // training tokens consumed
+  int64_t step = 0;            // optimizer steps completed
+  int64_t tokens = 0;          // training tokens consumed
   nlohmann::json config;       // ResolvedConfigJson (for people)
   nlohmann::json spec;         // RunSpecJson: re-parseable by ParseRunConfig
   nlohmann::json fingerprint;  // NumericFingerprint
@@ -28,7 +28,7 @@ struct CheckpointMeta {
   // standalone resume trusts (under a coordinator the lease says what is stored).
   std::vector<int64_t> evaluated_milestones;
   bool evaluated_milestones_known = true;  // false: written before rdattn recorded them
-  int attempt = 0;  // the attempt that wrote it (0 standalone)
+  int attempt = 0;                         // the attempt that wrote it (0 standalone)
 };
 
 // "ckpt_step_00000040.pt" inside dir.
@@ -54,12 +54,13 @@ StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
 
 // Loads parameters and buffers into `model` (which must have the checkpoint's shape) and, when
 // `optimizer` is not null, its state. Errors name the file and the tensor.
-Status LoadCheckpoint(const std::string& path, model::Gpt& model, torch::optim::Optimizer* optimizer,
-                      CheckpointMeta* meta);
+Status LoadCheckpoint(const std::string& path, model::Gpt& model,
+                      torch::optim::Optimizer* optimizer, CheckpointMeta* meta);
 
 // Writes every parameter and buffer as float32 (float64 stays float64) to a safetensors file,
 // with metadata {"format": "rdattn", "arm", "config" (resolved JSON), "run_spec" (RunSpec JSON),
 // "step", "init_checksum"}.
-Status ExportSafetensors(const std::string& out_path, model::Gpt& model, const CheckpointMeta& meta);
+Status ExportSafetensors(const std::string& out_path, model::Gpt& model,
+                         const CheckpointMeta& meta);
 
 }  // namespace rdattn::trainer

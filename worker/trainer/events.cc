@@ -12,12 +12,13 @@ namespace {
 std::string Rfc3339Now() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
 }
 
@@ -37,7 +38,8 @@ StatusOr<std::unique_ptr<EventSink>> EventSink::Open(const std::string& path) {
   }
   sink->file_ = std::fopen(path.c_str(), "a");
   if (sink->file_ == nullptr)
-    return InvalidArgumentError("--events " + path + ": cannot open for appending (" + std::strerror(errno) + ")");
+    return InvalidArgumentError("--events " + path + ": cannot open for appending (" +
+                                std::strerror(errno) + ")");
   sink->owns_ = true;
   return sink;
 }

@@ -51,7 +51,8 @@ Status MakeDirs(const std::string& dir) {
 
 }  // namespace
 
-AttemptFence::AttemptFence(std::string dir, int attempt) : dir_(std::move(dir)), attempt_(attempt) {}
+AttemptFence::AttemptFence(std::string dir, int attempt)
+    : dir_(std::move(dir)), attempt_(attempt) {}
 
 Status AttemptFence::Claim() const {
   if (attempt_ <= 0 || dir_.empty()) return Status::Ok();
@@ -59,7 +60,8 @@ Status AttemptFence::Claim() const {
   const std::string path = MarkerPath(dir_, attempt_);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return InternalError(path + ": cannot create the attempt marker (" + std::strerror(errno) + ")");
+    return InternalError(path + ": cannot create the attempt marker (" + std::strerror(errno) +
+                         ")");
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   const ssize_t ignored = ::write(fd, pid.data(), pid.size());

@@ -37,7 +37,8 @@ WindowIndex::WindowIndex(std::vector<const data::Shard*> shards, int64_t context
 
 void WindowIndex::Copy(int64_t w, int64_t* out) const {
   if (w < 0 || w >= total_) throw std::out_of_range("window index out of range");
-  const size_t s = static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), w) - first_.begin() - 1);
+  const size_t s =
+      static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), w) - first_.begin() - 1);
   const uint16_t* tokens = shards_[s]->tokens() + (w - first_[s]) * context_;
   for (int64_t i = 0; i <= context_; ++i) out[i] = tokens[i];
 }

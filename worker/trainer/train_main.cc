@@ -33,7 +33,8 @@
 
 namespace {
 
-constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitOrphaned = 70, kExitPreempted = 75;
+constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitOrphaned = 70,
+              kExitPreempted = 75;
 
 std::atomic<bool> g_stop{false};
 extern "C" void OnTerminate(int) { g_stop.store(true); }
@@ -85,7 +86,8 @@ bool ParseInt(const std::string& flag, const std::string& text, int64_t* out, st
 std::string ParseArgs(int argc, char** argv, Args* a) {
   int i = 1;
   if (i < argc && argv[i][0] != '-') a->command = argv[i++];
-  if (a->command != "train" && a->command != "validate" && a->command != "export" && a->command != "eval")
+  if (a->command != "train" && a->command != "validate" && a->command != "export" &&
+      a->command != "eval")
     return "unknown command '" + a->command + "'";
   std::string err;
   for (; i < argc; ++i) {
@@ -94,23 +96,39 @@ std::string ParseArgs(int argc, char** argv, Args* a) {
     if (i + 1 >= argc) return f + ": missing value";
     const std::string v = argv[++i];
     int64_t n = 0;
-    if (f == "--job") a->job = v;
-    else if (f == "--events") a->events = v;
-    else if (f == "--checkpoint") a->checkpoint = v;
-    else if (f == "--weights") a->weights = v;
-    else if (f == "--out") a->out = v;
-    else if (f == "--shard") a->shards.push_back(v);
-    else if (f == "--peak-flops") { if (!ParseNumber(f, v, &a->peak_flops, &err)) return err; }
-    else if (f == "--stop-after-steps") { if (!ParseInt(f, v, &a->stop_after_steps, &err)) return err; }
-    else if (f == "--windows") { if (!ParseInt(f, v, &a->windows, &err)) return err; }
-    else if (f == "--micro-batch") { if (!ParseInt(f, v, &a->micro_batch, &err)) return err; }
-    else if (f == "--attempt") { if (!ParseInt(f, v, &n, &err)) return err; a->attempt = static_cast<int>(n); }
-    else return "unknown flag " + f;
+    if (f == "--job")
+      a->job = v;
+    else if (f == "--events")
+      a->events = v;
+    else if (f == "--checkpoint")
+      a->checkpoint = v;
+    else if (f == "--weights")
+      a->weights = v;
+    else if (f == "--out")
+      a->out = v;
+    else if (f == "--shard")
+      a->shards.push_back(v);
+    else if (f == "--peak-flops") {
+      if (!ParseNumber(f, v, &a->peak_flops, &err)) return err;
+    } else if (f == "--stop-after-steps") {
+      if (!ParseInt(f, v, &a->stop_after_steps, &err)) return err;
+    } else if (f == "--windows") {
+      if (!ParseInt(f, v, &a->windows, &err)) return err;
+    } else if (f == "--micro-batch") {
+      if (!ParseInt(f, v, &a->micro_batch, &err)) return err;
+    } else if (f == "--attempt") {
+      if (!ParseInt(f, v, &n, &err)) return err;
+      a->attempt = static_cast<int>(n);
+    } else
+      return "unknown flag " + f;
   }
-  if ((a->command == "train" || a->command == "validate") && a->job.empty()) return "--job is required";
-  if (a->command == "export" && (a->checkpoint.empty() || a->out.empty())) return "export needs --checkpoint and --out";
+  if ((a->command == "train" || a->command == "validate") && a->job.empty())
+    return "--job is required";
+  if (a->command == "export" && (a->checkpoint.empty() || a->out.empty()))
+    return "export needs --checkpoint and --out";
   if (a->command == "eval") {
-    if (a->checkpoint.empty() == a->weights.empty()) return "eval needs exactly one of --checkpoint and --weights";
+    if (a->checkpoint.empty() == a->weights.empty())
+      return "eval needs exactly one of --checkpoint and --weights";
     if (a->shards.empty()) return "eval needs at least one --shard";
   }
   return "";
@@ -134,12 +152,15 @@ int ExitFor(const rdattn::Status& st) {
 // direct child (PR_SET_PDEATHSIG), and a thread polls the worker's pid for ranks under mpirun.
 // No checkpoint and no event: the lease is as good as lost and a newer attempt may run.
 rdattn::StatusOr<std::unique_ptr<rdattn::SupervisorWatch>> WatchSupervisor() {
-  RDATTN_ASSIGN_OR_RETURN(const std::optional<rdattn::Supervisor> sup, rdattn::SupervisorFromEnvironment());
+  RDATTN_ASSIGN_OR_RETURN(const std::optional<rdattn::Supervisor> sup,
+                          rdattn::SupervisorFromEnvironment());
   if (!sup) return std::unique_ptr<rdattn::SupervisorWatch>();
   if (::getppid() == sup->pid) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   auto gone = [pid = sup->pid] {
-    std::fprintf(stderr, "rdattn-train: the worker that launched this rank (pid %d) is gone; stopping now, "
-                 "without a checkpoint\n", static_cast<int>(pid));
+    std::fprintf(stderr,
+                 "rdattn-train: the worker that launched this rank (pid %d) is gone; stopping now, "
+                 "without a checkpoint\n",
+                 static_cast<int>(pid));
     std::fflush(stderr);
     ::_exit(kExitOrphaned);
   };
@@ -160,7 +181,8 @@ int RunTrain(const Args& a) {
   }
   const bool cuda = cfg->parallel.device == rdattn::Device::kCuda ||
                     (cfg->parallel.device == rdattn::Device::kAuto && torch::cuda::is_available());
-  auto comm = rdattn::comm::MakeCommunicator(std::string(rdattn::BackendName(cfg->parallel.backend)), cuda);
+  auto comm =
+      rdattn::comm::MakeCommunicator(std::string(rdattn::BackendName(cfg->parallel.backend)), cuda);
   if (!comm.ok()) {
     std::fprintf(stderr, "rdattn-train: %s\n", comm.status().ToString().c_str());
     return ExitFor(comm.status());
@@ -191,7 +213,9 @@ int RunTrain(const Args& a) {
     return ExitFor(outcome.status());
   }
   if (*outcome == rdattn::trainer::TrainOutcome::kPreempted) {
-    if (rank == 0) std::fprintf(stderr, "rdattn-train: stopped early; a checkpoint was written, resume by re-running\n");
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "rdattn-train: stopped early; a checkpoint was written, resume by re-running\n");
     return kExitPreempted;
   }
   return kExitOk;
@@ -226,14 +250,15 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (a.command == "eval") {
-    auto r = rdattn::trainer::EvaluateFile(a.checkpoint.empty() ? a.weights : a.checkpoint, a.shards, a.windows,
-                                           a.micro_batch);
+    auto r = rdattn::trainer::EvaluateFile(a.checkpoint.empty() ? a.weights : a.checkpoint,
+                                           a.shards, a.windows, a.micro_batch);
     if (!r.ok()) {
       std::fprintf(stderr, "rdattn-train: %s\n", r.status().ToString().c_str());
       return ExitFor(r.status());
     }
     std::printf("{\"nll\": %.17g, \"tokens\": %lld, \"windows\": %lld, \"arm\": \"%s\"}\n", r->nll,
-                static_cast<long long>(r->tokens), static_cast<long long>(r->windows), r->arm.c_str());
+                static_cast<long long>(r->tokens), static_cast<long long>(r->windows),
+                r->arm.c_str());
     return kExitOk;
   }
   return RunTrain(a);

@@ -1,24 +1,26 @@
 #include "worker/trainer/trainer.h"
 
+// First: torch/nn/utils/clip_grad.h does not include what it uses.
+#include <torch/types.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <unistd.h>
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
-#include <torch/types.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <limits>
-#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "model/gpt.h"
@@ -120,12 +122,16 @@ StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, int local_rank) {
   const bool have_cuda = torch::cuda::is_available();
   rt.cuda = p.device == Device::kCuda || (p.device == Device::kAuto && have_cuda);
   if (rt.cuda && !have_cuda)
-    return FailedPreconditionError("parallel.device: cuda was requested but LibTorch sees no CUDA device");
+    return FailedPreconditionError(
+        "parallel.device: cuda was requested but LibTorch sees no CUDA device");
   if (rt.cuda) {
     const int64_t n = static_cast<int64_t>(torch::cuda::device_count());
-    rt.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % std::max<int64_t>(n, 1)));
+    rt.device =
+        at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % std::max<int64_t>(n, 1)));
   }
-  const Precision prec = p.precision == Precision::kAuto ? (rt.cuda ? Precision::kBf16 : Precision::kFp32) : p.precision;
+  const Precision prec = p.precision == Precision::kAuto
+                             ? (rt.cuda ? Precision::kBf16 : Precision::kFp32)
+                             : p.precision;
   if (prec == Precision::kBf16 && !rt.cuda)
     return FailedPreconditionError("parallel.precision: bf16 autocast needs a CUDA device");
   rt.param_dtype = prec == Precision::kFp64 ? at::kDouble : at::kFloat;
@@ -139,8 +145,8 @@ int LocalRank() {
   return 0;
 }
 
-StatusOr<std::vector<data::Shard>> OpenShards(const std::vector<std::string>& patterns, uint32_t vocab,
-                                              const std::string& field) {
+StatusOr<std::vector<data::Shard>> OpenShards(const std::vector<std::string>& patterns,
+                                              uint32_t vocab, const std::string& field) {
   std::vector<data::Shard> shards;
   if (patterns.empty()) return shards;
   auto paths = data::ExpandShardPaths(patterns);
@@ -160,12 +166,13 @@ std::vector<const data::Shard*> Pointers(const std::vector<data::Shard>& shards)
 }
 
 // [n, context+1] int64 token windows on `device`.
-at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin, size_t end,
-                     at::Device device) {
+at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin,
+                     size_t end, at::Device device) {
   const int64_t n = static_cast<int64_t>(end - begin), w = index.context() + 1;
   at::Tensor batch = at::empty({n, w}, at::TensorOptions().dtype(at::kLong));
   int64_t* out = batch.data_ptr<int64_t>();
-  for (size_t i = begin; i < end; ++i) index.Copy(windows[i], out + static_cast<int64_t>(i - begin) * w);
+  for (size_t i = begin; i < end; ++i)
+    index.Copy(windows[i], out + static_cast<int64_t>(i - begin) * w);
   return device.is_cpu() ? batch : batch.to(device, /*non_blocking=*/false);
 }
 
@@ -176,13 +183,14 @@ struct EvalOutput {
 };
 
 // Mean NLL over the fixed windows; rank r takes windows r, r+W, …; sums are all-reduced.
-StatusOr<EvalOutput> Evaluate(model::Gpt& model, const WindowIndex& index, const std::vector<int64_t>& windows,
-                              int64_t micro_batch, comm::Communicator& comm, const Runtime& rt,
-                              bool diagnostics) {
+StatusOr<EvalOutput> Evaluate(model::Gpt& model, const WindowIndex& index,
+                              const std::vector<int64_t>& windows, int64_t micro_batch,
+                              comm::Communicator& comm, const Runtime& rt, bool diagnostics) {
   torch::NoGradGuard no_grad;
   model->eval();
   std::vector<int64_t> mine;
-  for (size_t i = static_cast<size_t>(comm.rank()); i < windows.size(); i += static_cast<size_t>(comm.world_size()))
+  for (size_t i = static_cast<size_t>(comm.rank()); i < windows.size();
+       i += static_cast<size_t>(comm.world_size()))
     mine.push_back(windows[i]);
   const model::ModelConfig& mc = model->config();
   model::DepthStatsAccumulator acc(mc);
@@ -198,17 +206,20 @@ StatusOr<EvalOutput> Evaluate(model::Gpt& model, const WindowIndex& index, const
       out = model->Forward(batch.narrow(1, 0, T), {.capture_routes = diagnostics});
     }
     const at::Tensor logits = out.logits.to(model::ComputeDtype(out.logits.scalar_type()));
-    nll_sum += at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), batch.narrow(1, 1, T).reshape({-1}),
-                                      {}, at::Reduction::Sum)
+    nll_sum += at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                      batch.narrow(1, 1, T).reshape({-1}), {}, at::Reduction::Sum)
                    .item<double>();
     tokens += batch.size(0) * T;
     if (diagnostics) acc.Add(out.routes);
   }
   model->train();
   const std::vector<int64_t> ks = model::CountSources(mc).attention;
-  at::Tensor packed = at::cat({at::tensor({nll_sum, static_cast<double>(tokens)}, at::TensorOptions().dtype(at::kDouble)),
-                               diagnostics ? acc.PackSums(ks) : at::empty({0}, at::TensorOptions().dtype(at::kDouble))})
-                          .to(rt.device);
+  at::Tensor packed =
+      at::cat(
+          {at::tensor({nll_sum, static_cast<double>(tokens)},
+                      at::TensorOptions().dtype(at::kDouble)),
+           diagnostics ? acc.PackSums(ks) : at::empty({0}, at::TensorOptions().dtype(at::kDouble))})
+          .to(rt.device);
   RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(packed));
   packed = packed.cpu();
   EvalOutput r;
@@ -240,7 +251,8 @@ nlohmann::json DepthJson(const model::DepthDiagnostics& d) {
     j["js_mean_bits"] = JsonDouble(d.mean_js_bits);
     double s = 0;
     for (double x : d.sqrt_js) s += x;
-    j["js_mean_sqrt"] = JsonDouble(d.sqrt_js.empty() ? 0.0 : s / static_cast<double>(d.sqrt_js.size()));
+    j["js_mean_sqrt"] =
+        JsonDouble(d.sqrt_js.empty() ? 0.0 : s / static_cast<double>(d.sqrt_js.size()));
     j["js_mean_multi_source_nats"] = JsonDouble(d.mean_js_nats_multi);
   }
   return j;
@@ -248,7 +260,8 @@ nlohmann::json DepthJson(const model::DepthDiagnostics& d) {
 
 // Every rank learns whether all ranks succeeded; a failure anywhere fails everywhere.
 Status AgreeOk(comm::Communicator& comm, const Runtime& rt, const Status& local) {
-  at::Tensor bad = at::full({1}, local.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
+  at::Tensor bad =
+      at::full({1}, local.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
   RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(bad));
   if (bad.cpu().item<double>() > 0) return local.ok() ? AbortedError("another rank failed") : local;
   return Status::Ok();
@@ -269,7 +282,8 @@ std::vector<Milestone> RunMilestones(const ScheduleConfig& s) {
     out.push_back({s.milestone_steps[i], s.milestones_tokens[i]});
     if (s.milestone_steps[i] == s.stop_step) last_is_milestone = true;
   }
-  if (!last_is_milestone && s.stop_step > 0) out.push_back({s.stop_step, s.stop_step * s.global_batch_tokens});
+  if (!last_is_milestone && s.stop_step > 0)
+    out.push_back({s.stop_step, s.stop_step * s.global_batch_tokens});
   return out;
 }
 
@@ -285,35 +299,40 @@ bool IsReadableFile(const std::string& path) { return ::access(path.c_str(), R_O
 // whose evaluation is missing needs its own checkpoint; if that is gone, the run resumes from
 // an earlier checkpoint (and trains through the milestone again) instead.
 StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self,
-                                const std::vector<Milestone>& milestones, std::vector<std::string>* warnings) {
+                                const std::vector<Milestone>& milestones,
+                                std::vector<std::string>* warnings) {
   auto check_fingerprint = [&](const std::string& path, const CheckpointMeta& saved) -> Status {
     const auto diff = FingerprintDifferences(saved.fingerprint, self.fingerprint);
     if (diff.empty()) return Status::Ok();
     std::string fields;
     for (const auto& d : diff) fields += (fields.empty() ? "" : ", ") + d;
-    return FailedPreconditionError(path + ": the checkpoint was written by a run whose config differs in: " + fields);
+    return FailedPreconditionError(
+        path + ": the checkpoint was written by a run whose config differs in: " + fields);
   };
   auto missing_at = [&](int64_t step, const CheckpointMeta& saved) {
-    const std::vector<int64_t>& stored =
-        cfg.checkpoint.stored_evals_known ? cfg.checkpoint.stored_eval_milestones : saved.evaluated_milestones;
+    const std::vector<int64_t>& stored = cfg.checkpoint.stored_evals_known
+                                             ? cfg.checkpoint.stored_eval_milestones
+                                             : saved.evaluated_milestones;
     std::vector<Milestone> out;
     if (cfg.data.val_shards.empty()) return out;
     if (!cfg.checkpoint.stored_evals_known && !saved.evaluated_milestones_known) return out;
     for (const Milestone& m : milestones)
-      if (m.step <= step && std::find(stored.begin(), stored.end(), m.tokens) == stored.end()) out.push_back(m);
+      if (m.step <= step && std::find(stored.begin(), stored.end(), m.tokens) == stored.end())
+        out.push_back(m);
     return out;
   };
   ResumePlan plan;
   if (!cfg.checkpoint.resume_from.empty()) {
-    RDATTN_ASSIGN_OR_RETURN(const CheckpointMeta saved, ReadCheckpointMeta(cfg.checkpoint.resume_from));
+    RDATTN_ASSIGN_OR_RETURN(const CheckpointMeta saved,
+                            ReadCheckpointMeta(cfg.checkpoint.resume_from));
     RDATTN_RETURN_IF_ERROR(check_fingerprint(cfg.checkpoint.resume_from, saved));
     plan.path = cfg.checkpoint.resume_from;
     for (const Milestone& m : missing_at(saved.step, saved)) {
       if (m.step == saved.step) {
         plan.missing.push_back(m);
       } else {
-        warnings->push_back("milestone " + std::to_string(m.tokens) + " was not evaluated before " + plan.path +
-                            " and cannot be re-evaluated from an explicit resume_from");
+        warnings->push_back("milestone " + std::to_string(m.tokens) + " was not evaluated before " +
+                            plan.path + " and cannot be re-evaluated from an explicit resume_from");
       }
     }
     return plan;
@@ -326,30 +345,31 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
     const bool own = !cfg.checkpoint.dir.empty() &&
                      std::filesystem::path(theirs).parent_path().lexically_normal() ==
                          std::filesystem::path(cfg.checkpoint.dir).lexically_normal();
-    const bool listed = own ||
-                        std::any_of(candidates.begin(), candidates.end(),
-                                    [&](const auto& c) { return c.second == theirs; });
+    const bool listed = own || std::any_of(candidates.begin(), candidates.end(),
+                                           [&](const auto& c) { return c.second == theirs; });
     if (!listed && IsReadableFile(theirs)) {
       auto saved = ReadCheckpointMeta(theirs);
       if (saved.ok()) {
         candidates.emplace_back(saved->step, theirs);
       } else {
-        warnings->push_back("the coordinator's checkpoint " + theirs + " does not read (" + saved.status().message() +
-                            "); not resuming from it");
+        warnings->push_back("the coordinator's checkpoint " + theirs + " does not read (" +
+                            saved.status().message() + "); not resuming from it");
       }
     } else if (!listed) {
       std::string where = candidates.empty() ? "from scratch" : "from " + candidates.front().second;
       warnings->push_back("the coordinator's checkpoint " + theirs + " is not readable here (" +
                           std::strerror(errno) + "); resuming " + where);
     }
-    std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
   }
   int64_t limit = std::numeric_limits<int64_t>::max();
   for (const auto& [step, path] : candidates) {
     if (step > limit) continue;
     auto saved = ReadCheckpointMeta(path);
     if (!saved.ok()) {
-      warnings->push_back(path + " does not read (" + saved.status().message() + "); trying an older checkpoint");
+      warnings->push_back(path + " does not read (" + saved.status().message() +
+                          "); trying an older checkpoint");
       continue;
     }
     RDATTN_RETURN_IF_ERROR(check_fingerprint(path, *saved));
@@ -359,9 +379,10 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
       if (m.step == saved->step) continue;
       const std::string at = CheckpointPath(cfg.checkpoint.dir, m.step);
       if (!ReadCheckpointMeta(at).ok()) {
-        warnings->push_back("milestone " + std::to_string(m.tokens) + " (step " + std::to_string(m.step) +
-                            ") has no stored evaluation and no readable checkpoint; resuming from step " +
-                            std::to_string(m.step) + " or earlier to evaluate it again");
+        warnings->push_back(
+            "milestone " + std::to_string(m.tokens) + " (step " + std::to_string(m.step) +
+            ") has no stored evaluation and no readable checkpoint; resuming from step " +
+            std::to_string(m.step) + " or earlier to evaluate it again");
         limit = m.step;
         ok = false;
         break;
@@ -373,15 +394,18 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
     return plan;
   }
   if (!candidates.empty() && plan.path.empty())
-    warnings->push_back("no usable checkpoint among " + std::to_string(candidates.size()) + "; starting from step 0");
+    warnings->push_back("no usable checkpoint among " + std::to_string(candidates.size()) +
+                        "; starting from step 0");
   return plan;
 }
 
-StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm, const TrainOptions& opts) {
+StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
+                                 const TrainOptions& opts) {
   const int rank = comm.rank(), world = comm.world_size();
   EventSink* events = rank == 0 ? opts.events : nullptr;
   if (world != cfg.parallel.world_size)
-    return FailedPreconditionError("parallel.world_size: the run wants " + std::to_string(cfg.parallel.world_size) +
+    return FailedPreconditionError("parallel.world_size: the run wants " +
+                                   std::to_string(cfg.parallel.world_size) +
                                    " ranks but the launcher started " + std::to_string(world));
   if (cfg.parallel.threads_per_rank > 0) at::set_num_threads(cfg.parallel.threads_per_rank);
   RDATTN_ASSIGN_OR_RETURN(const Runtime rt, ResolveRuntime(cfg.parallel, LocalRank()));
@@ -398,9 +422,12 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   const WindowIndex train_index(Pointers(train_shards), T), val_index(Pointers(val_shards), T),
       test_index(Pointers(test_shards), T);
   if (train_index.size() == 0)
-    return InvalidArgumentError("data.train_shards: no window of context+1 = " + std::to_string(T + 1) + " tokens");
-  const Sampler sampler(train_index.size(), cfg.data.data_seed, cfg.schedule.global_batch_sequences);
-  const std::string data_order_checksum = DataOrderChecksum(sampler, cfg.data.data_seed, cfg.schedule.total_steps);
+    return InvalidArgumentError(
+        "data.train_shards: no window of context+1 = " + std::to_string(T + 1) + " tokens");
+  const Sampler sampler(train_index.size(), cfg.data.data_seed,
+                        cfg.schedule.global_batch_sequences);
+  const std::string data_order_checksum =
+      DataOrderChecksum(sampler, cfg.data.data_seed, cfg.schedule.total_steps);
   const std::vector<int64_t> val_windows = EvalWindows(val_index.size(), cfg.data.val_windows);
   const std::vector<int64_t> test_windows = EvalWindows(test_index.size(), cfg.data.test_windows);
 
@@ -451,19 +478,22 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     meta.init_checksum = loaded.init_checksum;
     meta.evaluated_milestones = loaded.evaluated_milestones;
   }
-  for (const std::string& w : warnings) std::fprintf(stderr, "rdattn-train: warning: %s\n", w.c_str());
+  for (const std::string& w : warnings)
+    std::fprintf(stderr, "rdattn-train: warning: %s\n", w.c_str());
 
   const ScheduleConfig& s = cfg.schedule;
   const model::FlopCounts flops = model::CountFlops(cfg.model);
   const int threads = at::get_num_threads();
   const std::string device_name = rt.cuda ? rt.device.str() : CpuModelName();
-  const double peak = opts.peak_flops_per_rank > 0 ? opts.peak_flops_per_rank
-                                                   : DefaultPeakFlops(rt.cuda, device_name, threads);
+  const double peak = opts.peak_flops_per_rank > 0
+                          ? opts.peak_flops_per_rank
+                          : DefaultPeakFlops(rt.cuda, device_name, threads);
   int64_t param_count = 0;
   for (const auto& p : params) param_count += p.numel();
-  const nlohmann::json where = {{"hardware_kind", rt.cuda ? "HARDWARE_KIND_GPU" : "HARDWARE_KIND_CPU"},
-                                {"device_name", device_name},
-                                {"world_size", world}};
+  const nlohmann::json where = {
+      {"hardware_kind", rt.cuda ? "HARDWARE_KIND_GPU" : "HARDWARE_KIND_CPU"},
+      {"device_name", device_name},
+      {"world_size", world}};
   if (events != nullptr) {
     nlohmann::json init = where;
     init.update({{"step", start_step},
@@ -474,7 +504,8 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                  {"init_param_checksum", meta.init_checksum},
                  {"data_order_checksum", data_order_checksum}});
     events->Emit("INIT", init);
-    for (const std::string& w : warnings) events->Emit("WARNING", {{"step", start_step}, {"warning", w}});
+    for (const std::string& w : warnings)
+      events->Emit("WARNING", {{"step", start_step}, {"warning", w}});
   }
 
   std::vector<int64_t> milestone_steps_kept;
@@ -486,26 +517,34 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     Status st;
     std::string path;
     if (rank == 0) {
-      auto saved = SaveCheckpoint(cfg.checkpoint.dir, meta, model, &optimizer, cfg.checkpoint.keep_last,
-                                  milestone_steps_kept, [&fence] { return fence.Check(); });
-      if (saved.ok()) path = *saved; else st = saved.status();
+      auto saved =
+          SaveCheckpoint(cfg.checkpoint.dir, meta, model, &optimizer, cfg.checkpoint.keep_last,
+                         milestone_steps_kept, [&fence] { return fence.Check(); });
+      if (saved.ok())
+        path = *saved;
+      else
+        st = saved.status();
     }
     // Every rank learns whether rank 0 succeeded.
-    at::Tensor ok = at::full({1}, st.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
+    at::Tensor ok =
+        at::full({1}, st.ok() ? 0.0 : 1.0, at::TensorOptions().dtype(at::kDouble)).to(rt.device);
     RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(ok));
-    if (ok.cpu().item<double>() > 0) return st.ok() ? InternalError("rank 0 failed to write a checkpoint") : st;
+    if (ok.cpu().item<double>() > 0)
+      return st.ok() ? InternalError("rank 0 failed to write a checkpoint") : st;
     if (events != nullptr)
-      events->Emit("CHECKPOINT", {{"step", completed}, {"tokens", meta.tokens}, {"checkpoint_path", path}});
+      events->Emit("CHECKPOINT",
+                   {{"step", completed}, {"tokens", meta.tokens}, {"checkpoint_path", path}});
     return Status::Ok();
   };
 
-  auto evaluate_model = [&](model::Gpt& evaluated, int64_t completed, int64_t milestone_tokens) -> Status {
+  auto evaluate_model = [&](model::Gpt& evaluated, int64_t completed,
+                            int64_t milestone_tokens) -> Status {
     if (val_windows.empty()) return Status::Ok();
     const bool diag = model::HasDepthRead(cfg.model.arm);
-    RDATTN_ASSIGN_OR_RETURN(const EvalOutput ev,
-                            Evaluate(evaluated, val_index, val_windows, s.micro_batch_sequences, comm, rt, diag));
-    if (std::find(meta.evaluated_milestones.begin(), meta.evaluated_milestones.end(), milestone_tokens) ==
-        meta.evaluated_milestones.end())
+    RDATTN_ASSIGN_OR_RETURN(const EvalOutput ev, Evaluate(evaluated, val_index, val_windows,
+                                                          s.micro_batch_sequences, comm, rt, diag));
+    if (std::find(meta.evaluated_milestones.begin(), meta.evaluated_milestones.end(),
+                  milestone_tokens) == meta.evaluated_milestones.end())
       meta.evaluated_milestones.push_back(milestone_tokens);
     if (events != nullptr) {
       nlohmann::json e = diag ? DepthJson(ev.depth) : nlohmann::json::object();
@@ -534,10 +573,12 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     model::Gpt past(cfg.model, cfg.init_seed);
     past->to(rt.device, rt.param_dtype);
     CheckpointMeta past_meta;
-    const Status loaded = LoadCheckpoint(CheckpointPath(cfg.checkpoint.dir, m.step), past, nullptr, &past_meta);
+    const Status loaded =
+        LoadCheckpoint(CheckpointPath(cfg.checkpoint.dir, m.step), past, nullptr, &past_meta);
     at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
     gen.set_state(rng);
-    RDATTN_RETURN_IF_ERROR(loaded.WithPrefix("re-evaluating milestone " + std::to_string(m.tokens)));
+    RDATTN_RETURN_IF_ERROR(
+        loaded.WithPrefix("re-evaluating milestone " + std::to_string(m.tokens)));
     RDATTN_RETURN_IF_ERROR(evaluate_model(past, m.step, m.tokens));
   }
 
@@ -574,7 +615,8 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     }
     if (rt.cuda) torch::cuda::synchronize();
     const auto t_ar = Clock::now();
-    RDATTN_RETURN_IF_ERROR(comm::AllReduceMeanGradients(comm, grads, cfg.parallel.allreduce_bucket_bytes));
+    RDATTN_RETURN_IF_ERROR(
+        comm::AllReduceMeanGradients(comm, grads, cfg.parallel.allreduce_bucket_bytes));
     if (rt.cuda) torch::cuda::synchronize();
     allreduce_s = Seconds(t_ar, Clock::now());
     double grad_norm;
@@ -601,7 +643,8 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     const double loss = stats[0].item<double>() / world;
     const bool stop = stats[1].item<double>() > 0;
     if (stats[2].item<double>() > 0) {
-      return fenced.ok() ? AbortedError("fenced: rank 0 saw a newer attempt's claim on " + cfg.checkpoint.dir)
+      return fenced.ok() ? AbortedError("fenced: rank 0 saw a newer attempt's claim on " +
+                                        cfg.checkpoint.dir)
                          : fenced;
     }
     if (rt.cuda) torch::cuda::synchronize();
@@ -610,12 +653,14 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     if (rank == 0 && opts.losses != nullptr) opts.losses->push_back(loss);
     if (!std::isfinite(loss)) {
       if (events != nullptr)
-        events->Emit("FAILED", {{"step", completed}, {"train_loss", JsonDouble(loss)},
-                                {"error", "train loss is not finite at step " + std::to_string(completed)}});
+        events->Emit("FAILED",
+                     {{"step", completed},
+                      {"train_loss", JsonDouble(loss)},
+                      {"error", "train loss is not finite at step " + std::to_string(completed)}});
       return InternalError("train loss is not finite at step " + std::to_string(completed));
     }
-    if (events != nullptr && (completed % cfg.train_event_every_steps == 0 || completed == s.stop_step ||
-                              step == start_step)) {
+    if (events != nullptr && (completed % cfg.train_event_every_steps == 0 ||
+                              completed == s.stop_step || step == start_step)) {
       const double tps = static_cast<double>(s.global_batch_tokens) / step_s;
       nlohmann::json e = where;
       e.update({{"step", completed},
@@ -641,13 +686,15 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     }
     if (completed == s.stop_step) {
       if (!checkpointed) {
-        if (std::find(s.milestone_steps.begin(), s.milestone_steps.end(), completed) == s.milestone_steps.end())
+        if (std::find(s.milestone_steps.begin(), s.milestone_steps.end(), completed) ==
+            s.milestone_steps.end())
           RDATTN_RETURN_IF_ERROR(evaluate(completed, completed * s.global_batch_tokens));
         RDATTN_RETURN_IF_ERROR(write_checkpoint(completed));
       }
       break;
     }
-    if (!checkpointed && cfg.checkpoint.every_steps > 0 && completed % cfg.checkpoint.every_steps == 0) {
+    if (!checkpointed && cfg.checkpoint.every_steps > 0 &&
+        completed % cfg.checkpoint.every_steps == 0) {
       RDATTN_RETURN_IF_ERROR(write_checkpoint(completed));
       checkpointed = true;
     }
@@ -659,10 +706,13 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
 
   // The end of the run: test NLL over the test windows.
   nlohmann::json fin = where;
-  fin.update({{"step", s.stop_step}, {"tokens", s.stop_step * s.global_batch_tokens}, {"peak_memory_bytes", PeakRssBytes()}});
+  fin.update({{"step", s.stop_step},
+              {"tokens", s.stop_step * s.global_batch_tokens},
+              {"peak_memory_bytes", PeakRssBytes()}});
   if (!test_windows.empty()) {
-    RDATTN_ASSIGN_OR_RETURN(const EvalOutput test, Evaluate(model, test_index, test_windows, s.micro_batch_sequences,
-                                                            comm, rt, /*diagnostics=*/false));
+    RDATTN_ASSIGN_OR_RETURN(const EvalOutput test,
+                            Evaluate(model, test_index, test_windows, s.micro_batch_sequences, comm,
+                                     rt, /*diagnostics=*/false));
     fin["test_nll"] = JsonDouble(test.nll);
     fin["eval_tokens"] = test.tokens;
   }
@@ -672,14 +722,18 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
 
 StatusOr<model::Gpt> LoadModelFile(const std::string& path, CheckpointMeta* meta) {
   // A checkpoint (.pt) or an export (.safetensors with the run spec in its metadata).
-  const bool is_safetensors = path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0;
+  const bool is_safetensors =
+      path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0;
   io::SafetensorsFile st;
   if (is_safetensors) {
     std::string error;
     if (!io::ReadSafetensors(path, &st, &error)) return InvalidArgumentError(error);
-    if (!st.metadata.count("run_spec")) return InvalidArgumentError(path + ": no rdattn run_spec in the metadata");
-    meta->spec = nlohmann::json::parse(st.metadata["run_spec"], nullptr, /*allow_exceptions=*/false);
-    if (meta->spec.is_discarded()) return DataLossError(path + ": the run_spec metadata is not valid JSON");
+    if (!st.metadata.count("run_spec"))
+      return InvalidArgumentError(path + ": no rdattn run_spec in the metadata");
+    meta->spec =
+        nlohmann::json::parse(st.metadata["run_spec"], nullptr, /*allow_exceptions=*/false);
+    if (meta->spec.is_discarded())
+      return DataLossError(path + ": the run_spec metadata is not valid JSON");
     if (st.metadata.count("step")) meta->step = std::stoll(st.metadata["step"]);
   } else {
     RDATTN_ASSIGN_OR_RETURN(*meta, ReadCheckpointMeta(path));
@@ -694,8 +748,9 @@ StatusOr<model::Gpt> LoadModelFile(const std::string& path, CheckpointMeta* meta
       auto it = st.tensors.find(p.key());
       if (it == st.tensors.end()) return DataLossError(path + ": lacks tensor '" + p.key() + "'");
       if (it->second.sizes() != p.value().sizes())
-        return DataLossError(path + ": tensor '" + p.key() + "' has shape " + c10::str(it->second.sizes()) +
-                             ", the model expects " + c10::str(p.value().sizes()));
+        return DataLossError(path + ": tensor '" + p.key() + "' has shape " +
+                             c10::str(it->second.sizes()) + ", the model expects " +
+                             c10::str(p.value().sizes()));
       p.value().copy_(it->second);
     }
   } else {
@@ -708,14 +763,17 @@ StatusOr<model::Gpt> LoadModelFile(const std::string& path, CheckpointMeta* meta
 
 double DefaultPeakFlops(bool cuda, const std::string& device_name, int threads) {
   if (cuda) {
-    if (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos) return 989e12;
+    if (device_name.find("H100") != std::string::npos ||
+        device_name.find("H200") != std::string::npos)
+      return 989e12;
     if (device_name.find("A100") != std::string::npos) return 312e12;
     return 989e12;
   }
   return 80e9 * std::max(threads, 1);
 }
 
-StatusOr<TrainOutcome> Train(const RunConfig& cfg, comm::Communicator& comm, const TrainOptions& opts) {
+StatusOr<TrainOutcome> Train(const RunConfig& cfg, comm::Communicator& comm,
+                             const TrainOptions& opts) {
   try {
     return TrainImpl(cfg, comm, opts);
   } catch (const std::exception& e) {
@@ -723,20 +781,23 @@ StatusOr<TrainOutcome> Train(const RunConfig& cfg, comm::Communicator& comm, con
   }
 }
 
-StatusOr<EvalResult> EvaluateFile(const std::string& model_path, const std::vector<std::string>& shards,
-                                  int64_t windows, int64_t micro_batch) {
+StatusOr<EvalResult> EvaluateFile(const std::string& model_path,
+                                  const std::vector<std::string>& shards, int64_t windows,
+                                  int64_t micro_batch) {
   try {
     CheckpointMeta meta;
     RDATTN_ASSIGN_OR_RETURN(model::Gpt model, LoadModelFile(model_path, &meta));
     const auto vocab = static_cast<uint32_t>(model->config().vocab_size);
-    RDATTN_ASSIGN_OR_RETURN(const std::vector<data::Shard> opened, OpenShards(shards, vocab, "--shard"));
+    RDATTN_ASSIGN_OR_RETURN(const std::vector<data::Shard> opened,
+                            OpenShards(shards, vocab, "--shard"));
     const WindowIndex index(Pointers(opened), model->config().context);
     if (index.size() == 0) return InvalidArgumentError("--shard: no window of context+1 tokens");
     auto local = comm::MakeLocalCommunicator();
     Runtime rt;
     rt.param_dtype = model->emb.scalar_type();
-    RDATTN_ASSIGN_OR_RETURN(const EvalOutput ev, Evaluate(model, index, EvalWindows(index.size(), windows),
-                                                          std::max<int64_t>(micro_batch, 1), *local, rt, false));
+    RDATTN_ASSIGN_OR_RETURN(const EvalOutput ev,
+                            Evaluate(model, index, EvalWindows(index.size(), windows),
+                                     std::max<int64_t>(micro_batch, 1), *local, rt, false));
     EvalResult r;
     r.nll = ev.nll;
     r.tokens = ev.tokens;

@@ -33,7 +33,8 @@ struct TrainOptions {
 
 enum class TrainOutcome { kFinished, kPreempted };
 
-StatusOr<TrainOutcome> Train(const RunConfig& cfg, comm::Communicator& comm, const TrainOptions& opts);
+StatusOr<TrainOutcome> Train(const RunConfig& cfg, comm::Communicator& comm,
+                             const TrainOptions& opts);
 
 // Mean next-token NLL (nats/token) of a checkpoint or an exported safetensors file on the given
 // shards' windows (all, or the first `windows`). Prints nothing; single process.
@@ -43,8 +44,9 @@ struct EvalResult {
   int64_t windows = 0;
   std::string arm;
 };
-StatusOr<EvalResult> EvaluateFile(const std::string& model_path, const std::vector<std::string>& shards,
-                                  int64_t windows, int64_t micro_batch);
+StatusOr<EvalResult> EvaluateFile(const std::string& model_path,
+                                  const std::vector<std::string>& shards, int64_t windows,
+                                  int64_t micro_batch);
 
 // Writes a checkpoint's weights and config to a safetensors file.
 Status ExportCheckpoint(const std::string& checkpoint_path, const std::string& out_path);
