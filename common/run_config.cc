@@ -12,6 +12,8 @@
 #include <system_error>
 #include <utility>
 
+#include "common/field_key.h"
+
 namespace rdattn {
 namespace {
 
@@ -443,7 +445,7 @@ void WalkObject(const OJson& v, const std::string& path, const std::vector<Field
       }
     }
     if (field == nullptr) {
-      e.Syntax(Join(path, key), "unknown field");
+      e.Syntax(Join(path, DisplayFieldKey(key)), "unknown field");
       continue;
     }
     const std::string fpath = Join(path, field->name);

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/field_key.h"
+
 namespace rdattn::contract::internal {
 namespace {
 
@@ -325,7 +327,7 @@ class Normalizer {
     for (const auto& [key, value] : in.items()) {
       const gp::FieldDescriptor* f = FindField(d, key);
       if (f == nullptr) {
-        errors_.Add(JoinPath(path, key), UnknownFieldReason(key, d));
+        errors_.Add(JoinPath(path, DisplayFieldKey(key)), UnknownFieldReason(key, d));
         continue;
       }
       const std::string field_path = JoinPath(path, f->name());
@@ -351,7 +353,7 @@ class Normalizer {
       const gp::FieldDescriptor* value_field = f->message_type()->map_value();
       OJson out = OJson::object();
       for (const auto& [key, item] : value.items()) {
-        const std::string item_path = JoinPath(path, key);
+        const std::string item_path = JoinPath(path, DisplayFieldKey(key));
         if (item.is_null()) {
           errors_.Add(item_path, "a value is required");
           continue;

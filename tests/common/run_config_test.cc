@@ -479,6 +479,13 @@ TEST(RunConfigTest, UnknownFields) {
   spec = Minimal();
   spec["model"]["shape"] = {{"hidden", 4}};
   EXPECT_EQ(ErrorOf(spec), "model.shape.hidden: unknown field");
+  // A key that is no plain name is quoted, so "field: reason" stays unambiguous (tests/fuzz).
+  spec = Minimal();
+  spec[": eckpoint"] = 1;
+  EXPECT_EQ(ErrorOf(spec), "\"\\x3a\\x20eckpoint\": unknown field");
+  spec = Minimal();
+  spec["schedule"][""] = 1;
+  EXPECT_EQ(ErrorOf(spec), "schedule.\"\": unknown field");
 }
 
 TEST(RunConfigTest, ErrorsInDocumentOrder) {
