@@ -347,8 +347,13 @@ def scenario_worker_kill(c):
     events = c.events(sid)
     K = c.rpb.MetricEvent
     inits = [e for e in events[j.job.job_id] if e.kind == K.KIND_INIT]
-    check(len(inits) == 2 and inits[1].attempt == 2 and 0 < inits[1].step <= step_at_kill + 5,
-          "attempt 2 resumed from a checkpoint (step %d; killed at step %d)" % (inits[1].step, step_at_kill))
+    # The rank trained on a little between the status read and the kill; its last checkpoints
+    # may not have reached the coordinator, but every one it wrote is on the shared root.
+    stored = [e.step for e in events[j.job.job_id] if e.kind == K.KIND_CHECKPOINT and e.attempt == 1]
+    check(len(inits) == 2 and inits[1].attempt == 2 and stored and max(stored) <= inits[1].step < STEPS,
+          "attempt 2 resumed from attempt 1's newest checkpoint (step %d; the job was at step %d shortly "
+          "before the kill, its last stored checkpoint event at step %d)" %
+          (inits[1].step, step_at_kill, max(stored) if stored else -1))
     # Nothing of attempt 1 was written after its worker died: every file it had is unchanged
     # or replaced by attempt 2 only after attempt 2 claimed the directory.
     fence2 = [p for p in tree_state(ckpt) if p.endswith("attempt-2.fence")]
