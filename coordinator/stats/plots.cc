@@ -95,6 +95,32 @@ std::string Terminal(const std::string& png, size_t rows, size_t cols) {
   return gp.str();
 }
 
+// The x axis of a panel over training tokens (non-empty `xs`): log scale when the milestones
+// span 4x or more, a margin on both sides, and ticks at the milestones labelled like the tables
+// (250M, 1B).
+std::string TokensAxis(const std::set<int64_t>& xs) {
+  std::ostringstream gp;
+  const double lo = static_cast<double>(*xs.begin());
+  const double hi = static_cast<double>(*xs.rbegin());
+  const bool log_x = lo > 0 && hi >= 4 * lo;
+  gp << (log_x ? "set logscale x 2\n" : "unset logscale x\n");
+  if (xs.size() == 1) {
+    gp << "set xrange [" << Num(0.5 * lo) << ":" << Num(1.5 * lo) << "]\n";
+  } else if (log_x) {
+    gp << "set xrange [" << Num(lo / 1.25) << ":" << Num(hi * 1.25) << "]\n";
+  } else {
+    gp << "set xrange [" << Num(lo - 0.08 * (hi - lo)) << ":" << Num(hi + 0.08 * (hi - lo))
+       << "]\n";
+  }
+  std::string tics;
+  for (int64_t x : xs) {
+    if (!tics.empty()) tics += ", ";
+    tics += Quote(TokensLabel(x)) + " " + std::to_string(x);
+  }
+  gp << "set xtics (" << tics << ")\n";
+  return gp.str();
+}
+
 std::string NoDataPanel(const std::string& title, const std::string& why) {
   std::ostringstream gp;
   gp << "set title " << Quote(title) << "\n"
@@ -151,31 +177,7 @@ Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
     gp << "set title " << Quote(title) << "\n"
        << "set xlabel 'training tokens'\nset ylabel 'validation NLL (nats/token)'\n"
        << "set key top right\nset grid\n";
-    const int64_t x_min = *xs.begin();
-    const int64_t x_max = *xs.rbegin();
-    if (x_min > 0 && x_max >= 4 * x_min) {
-      gp << "set logscale x 2\n";
-    } else {
-      gp << "unset logscale x\n";
-    }
-    // Ticks at the milestones, labelled like the tables (250M, 1B); a margin on both sides.
-    const bool log_x = x_min > 0 && x_max >= 4 * x_min;
-    const double lo = static_cast<double>(x_min);
-    const double hi = static_cast<double>(x_max);
-    if (xs.size() == 1) {
-      gp << "set xrange [" << Num(0.5 * lo) << ":" << Num(1.5 * lo) << "]\n";
-    } else if (log_x) {
-      gp << "set xrange [" << Num(lo / 1.25) << ":" << Num(hi * 1.25) << "]\n";
-    } else {
-      gp << "set xrange [" << Num(lo - 0.08 * (hi - lo)) << ":" << Num(hi + 0.08 * (hi - lo))
-         << "]\n";
-    }
-    std::string tics;
-    for (int64_t x : xs) {
-      if (!tics.empty()) tics += ", ";
-      tics += Quote(TokensLabel(x)) + " " + std::to_string(x);
-    }
-    gp << "set xtics (" << tics << ")\n";
+    gp << TokensAxis(xs);
     std::string plot;
     for (size_t ai = 0; ai < arms.size(); ++ai) {
       auto it = data.find(arms[ai]);
@@ -381,24 +383,7 @@ Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
     gp << "set title " << Quote(title) << "\n"
        << "set xlabel 'training tokens'\nset ylabel 'delta NLL (nats/token)'\n"
        << "set key top right\nset grid\n";
-    const double lo = static_cast<double>(*xs.begin());
-    const double hi = static_cast<double>(*xs.rbegin());
-    const bool log_x = lo > 0 && hi >= 4 * lo;
-    gp << (log_x ? "set logscale x 2\n" : "unset logscale x\n");
-    if (xs.size() == 1) {
-      gp << "set xrange [" << Num(0.5 * lo) << ":" << Num(1.5 * lo) << "]\n";
-    } else if (log_x) {
-      gp << "set xrange [" << Num(lo / 1.25) << ":" << Num(hi * 1.25) << "]\n";
-    } else {
-      gp << "set xrange [" << Num(lo - 0.08 * (hi - lo)) << ":" << Num(hi + 0.08 * (hi - lo))
-         << "]\n";
-    }
-    std::string tics;
-    for (int64_t x : xs) {
-      if (!tics.empty()) tics += ", ";
-      tics += Quote(TokensLabel(x)) + " " + std::to_string(x);
-    }
-    gp << "set xtics (" << tics << ")\n";
+    gp << TokensAxis(xs);
     std::string plot = "0 with lines dt 2 lc rgb '#555555' notitle";
     for (size_t ai = 0; ai < trends.size(); ++ai) {
       const TrendRow& tr = *trends[ai];
