@@ -1233,4 +1233,18 @@ double LearningRate(const OptimConfig& optim, const ScheduleConfig& schedule, in
   return min + (peak - min) * 0.5 * (1.0 + std::cos(kPi * p));
 }
 
+std::vector<EvalMilestone> EvalMilestones(const ScheduleConfig& s) {
+  std::vector<EvalMilestone> out;
+  bool last_is_milestone = false;
+  for (size_t i = 0; i < s.milestone_steps.size() && i < s.milestones_tokens.size(); ++i) {
+    if (s.milestone_steps[i] > s.stop_step) continue;
+    out.push_back({s.milestone_steps[i], s.milestones_tokens[i]});
+    if (s.milestone_steps[i] == s.stop_step) last_is_milestone = true;
+  }
+  if (!last_is_milestone && s.stop_step > 0) {
+    out.push_back({s.stop_step, s.stop_step * s.global_batch_tokens});
+  }
+  return out;
+}
+
 }  // namespace rdattn

@@ -139,4 +139,13 @@ std::vector<std::string> FingerprintDifferences(const nlohmann::json& a, const n
 // Steps at or after T − 1 get the final LR (min for cosine and linear).
 double LearningRate(const OptimConfig& optim, const ScheduleConfig& schedule, int64_t step);
 
+// Where a run evaluates: the configured milestones up to the stop step, and the stop step itself
+// when it is not one of them. The trainer evaluates there; the coordinator and the report expect
+// a val NLL for each.
+struct EvalMilestone {
+  int64_t step = 0;
+  int64_t tokens = 0;  // what KIND_EVAL's milestone_tokens says
+};
+std::vector<EvalMilestone> EvalMilestones(const ScheduleConfig& schedule);
+
 }  // namespace rdattn

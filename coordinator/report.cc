@@ -357,14 +357,8 @@ uint64_t ReportBootstrapSeed(const std::string& sweep_id) {
 std::vector<int64_t> ExpectedMilestones(const pb::RunSpec& run) {
   StatusOr<RunConfig> cfg = contract::ParseRunSpec(run);
   if (!cfg.ok()) return {};
-  const ScheduleConfig& s = cfg->schedule;
   std::set<int64_t> out;
-  bool last_is_milestone = false;
-  for (size_t i = 0; i < s.milestones_tokens.size() && i < s.milestone_steps.size(); ++i) {
-    if (s.milestone_steps[i] <= s.stop_step) out.insert(s.milestones_tokens[i]);
-    if (s.milestone_steps[i] == s.stop_step) last_is_milestone = true;
-  }
-  if (!last_is_milestone && s.stop_step > 0) out.insert(s.stop_step * s.global_batch_tokens);
+  for (const EvalMilestone& m : EvalMilestones(cfg->schedule)) out.insert(m.tokens);
   return {out.begin(), out.end()};
 }
 

@@ -3,12 +3,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 namespace rdattn::trainer {
 namespace {
@@ -35,20 +36,6 @@ int MarkerAttempt(const std::string& name) {
   return std::atoi(digits.c_str());
 }
 
-Status MakeDirs(const std::string& dir) {
-  std::string cur;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-        return InvalidArgumentError("checkpoint.dir " + dir + ": cannot create " + cur + " (" +
-                                    std::strerror(errno) + ")");
-      }
-    }
-    if (i < dir.size()) cur.push_back(dir[i]);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 AttemptFence::AttemptFence(std::string dir, int attempt)
@@ -56,7 +43,11 @@ AttemptFence::AttemptFence(std::string dir, int attempt)
 
 Status AttemptFence::Claim() const {
   if (attempt_ <= 0 || dir_.empty()) return Status::Ok();
-  RDATTN_RETURN_IF_ERROR(MakeDirs(dir_));
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec)
+    return InvalidArgumentError("checkpoint.dir " + dir_ + ": cannot create (" + ec.message() +
+                                ")");
   const std::string path = MarkerPath(dir_, attempt_);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {

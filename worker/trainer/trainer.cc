@@ -267,29 +267,9 @@ Status AgreeOk(comm::Communicator& comm, const Runtime& rt, const Status& local)
   return Status::Ok();
 }
 
-struct Milestone {
-  int64_t step = 0;
-  int64_t tokens = 0;
-};
-
-// Where the run evaluates: the configured milestones up to the stop step, and the stop step
-// itself when it is not one of them (the report's ExpectedMilestones, coordinator/report.cc).
-std::vector<Milestone> RunMilestones(const ScheduleConfig& s) {
-  std::vector<Milestone> out;
-  bool last_is_milestone = false;
-  for (size_t i = 0; i < s.milestone_steps.size() && i < s.milestones_tokens.size(); ++i) {
-    if (s.milestone_steps[i] > s.stop_step) continue;
-    out.push_back({s.milestone_steps[i], s.milestones_tokens[i]});
-    if (s.milestone_steps[i] == s.stop_step) last_is_milestone = true;
-  }
-  if (!last_is_milestone && s.stop_step > 0)
-    out.push_back({s.stop_step, s.stop_step * s.global_batch_tokens});
-  return out;
-}
-
 struct ResumePlan {
-  std::string path;                // "" : from scratch
-  std::vector<Milestone> missing;  // at or before the resume step, evaluation not stored
+  std::string path;                    // "" : from scratch
+  std::vector<EvalMilestone> missing;  // at or before the resume step, evaluation not stored
 };
 
 bool IsReadableFile(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
@@ -299,7 +279,7 @@ bool IsReadableFile(const std::string& path) { return ::access(path.c_str(), R_O
 // whose evaluation is missing needs its own checkpoint; if that is gone, the run resumes from
 // an earlier checkpoint (and trains through the milestone again) instead.
 StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self,
-                                const std::vector<Milestone>& milestones,
+                                const std::vector<EvalMilestone>& milestones,
                                 std::vector<std::string>* warnings) {
   auto check_fingerprint = [&](const std::string& path, const CheckpointMeta& saved) -> Status {
     const auto diff = FingerprintDifferences(saved.fingerprint, self.fingerprint);
@@ -313,10 +293,10 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
     const std::vector<int64_t>& stored = cfg.checkpoint.stored_evals_known
                                              ? cfg.checkpoint.stored_eval_milestones
                                              : saved.evaluated_milestones;
-    std::vector<Milestone> out;
+    std::vector<EvalMilestone> out;
     if (cfg.data.val_shards.empty()) return out;
     if (!cfg.checkpoint.stored_evals_known && !saved.evaluated_milestones_known) return out;
-    for (const Milestone& m : milestones)
+    for (const EvalMilestone& m : milestones)
       if (m.step <= step && std::find(stored.begin(), stored.end(), m.tokens) == stored.end())
         out.push_back(m);
     return out;
@@ -327,7 +307,7 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
                             ReadCheckpointMeta(cfg.checkpoint.resume_from));
     RDATTN_RETURN_IF_ERROR(check_fingerprint(cfg.checkpoint.resume_from, saved));
     plan.path = cfg.checkpoint.resume_from;
-    for (const Milestone& m : missing_at(saved.step, saved)) {
+    for (const EvalMilestone& m : missing_at(saved.step, saved)) {
       if (m.step == saved.step) {
         plan.missing.push_back(m);
       } else {
@@ -373,9 +353,9 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
       continue;
     }
     RDATTN_RETURN_IF_ERROR(check_fingerprint(path, *saved));
-    const std::vector<Milestone> missing = missing_at(saved->step, *saved);
+    const std::vector<EvalMilestone> missing = missing_at(saved->step, *saved);
     bool ok = true;
-    for (const Milestone& m : missing) {
+    for (const EvalMilestone& m : missing) {
       if (m.step == saved->step) continue;
       const std::string at = CheckpointPath(cfg.checkpoint.dir, m.step);
       if (!ReadCheckpointMeta(at).ok()) {
@@ -467,7 +447,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   meta.fingerprint = NumericFingerprint(cfg);
   meta.init_checksum = init_checksum;
   meta.attempt = opts.attempt;
-  const std::vector<Milestone> milestones = RunMilestones(cfg.schedule);
+  const std::vector<EvalMilestone> milestones = EvalMilestones(cfg.schedule);
   std::vector<std::string> warnings;
   RDATTN_ASSIGN_OR_RETURN(const ResumePlan plan, PlanResume(cfg, meta, milestones, &warnings));
   int64_t start_step = 0;
@@ -509,7 +489,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   }
 
   std::vector<int64_t> milestone_steps_kept;
-  for (const Milestone& m : milestones) milestone_steps_kept.push_back(m.step);
+  for (const EvalMilestone& m : milestones) milestone_steps_kept.push_back(m.step);
   auto write_checkpoint = [&](int64_t completed) -> Status {
     if (cfg.checkpoint.dir.empty()) return Status::Ok();
     meta.step = completed;
@@ -564,7 +544,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   // Milestones at or before the resume point whose evaluation is not stored (an attempt that
   // died before its events got through): evaluated again, deterministically, from the model
   // as it was at the milestone (its checkpoint; the current model when it is the resume point).
-  for (const Milestone& m : plan.missing) {
+  for (const EvalMilestone& m : plan.missing) {
     if (m.step == start_step) {
       RDATTN_RETURN_IF_ERROR(evaluate(m.step, m.tokens));
       continue;
