@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -169,16 +170,33 @@ Status RunValidate(Invocation& inv) {
 // ---------------------------------------------------------------------------------------------
 // watch (also used by submit --watch)
 
-// Reads --format and --interval, follows the sweep, and sets the exit code from its end.
-Status WatchLoop(Invocation& inv, CoordinatorClient& client, const std::string& sweep_id,
-                 uint64_t after_seq) {
-  RDATTN_ASSIGN_OR_RETURN(const std::string format, FormatFlag(inv.args));
+// --format of watch and submit --watch: table, text or json; without it, the table when stdout
+// is a terminal (the process's own stdout, not a stream a test passes in), else text.
+StatusOr<WatchOptions> WatchFlags(const Invocation& inv) {
   WatchOptions options;
-  options.json = format == "json";
+  const bool terminal = &inv.out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
+  const std::string format = inv.args.Get("format").value_or(terminal ? "table" : "text");
+  if (format == "table") {
+    options.format = WatchFormat::kTable;
+    options.terminal_fd = terminal ? STDOUT_FILENO : -1;
+  } else if (format == "text") {
+    options.format = WatchFormat::kText;
+  } else if (format == "json") {
+    options.format = WatchFormat::kJson;
+  } else {
+    return InvalidArgumentError("--format: expected table, text or json, got '" + format + "'");
+  }
   if (auto v = inv.args.Get("interval")) {
     RDATTN_ASSIGN_OR_RETURN(options.printer.progress_interval_seconds,
                             ParseDoubleFlag("interval", *v, 0, 86400));
   }
+  return options;
+}
+
+// Follows the sweep and sets the exit code from its end.
+Status WatchLoop(Invocation& inv, CoordinatorClient& client, const std::string& sweep_id,
+                 uint64_t after_seq) {
+  RDATTN_ASSIGN_OR_RETURN(const WatchOptions options, WatchFlags(inv));
   pb::SweepState final_state = pb::SWEEP_STATE_UNSPECIFIED;
   RDATTN_RETURN_IF_ERROR(
       FollowSweep(client, sweep_id, after_seq, options, inv.out, inv.err, &final_state));
@@ -201,6 +219,7 @@ Status RunWatch(Invocation& inv) {
 
 Status RunSubmit(Invocation& inv) {
   const std::string& path = inv.args.positional[1];
+  if (inv.args.Has("watch")) RDATTN_RETURN_IF_ERROR(WatchFlags(inv).status());  // before submitting
   std::string content;
   RDATTN_ASSIGN_OR_RETURN(pb::SweepSpec spec, LoadSweep(path, &content));
   RDATTN_ASSIGN_OR_RETURN(const Connection connection, ResolveConnection(inv.args, inv.env));
@@ -492,8 +511,8 @@ const std::vector<Command>& Commands() {
        false,
        RunValidate},
       {"submit",
-       "FILE [--request-id ID] [--validate-only] [--watch [--interval S]]",
-       "submit a sweep; prints its id",
+       "FILE [--request-id ID] [--validate-only] [--watch [--interval S] [--format F]]",
+       "submit a sweep; prints its id. --watch follows it as `watch` does",
        1,
        {{"request-id", FlagKind::kValue},
         {"validate-only", FlagKind::kSwitch},
@@ -522,8 +541,12 @@ const std::vector<Command>& Commands() {
        true,
        RunGet},
       {"watch",
-       "ID [--from-seq N] [--interval S] [--format text|json]",
-       "follow a sweep live until it ends",
+       "ID [--from-seq N] [--interval S] [--format table|text|json]",
+       "follow a sweep live until it ends. --format table (the default on a terminal): one\n"
+       "      row per job (state, attempt, progress, loss, val NLL, tok/s, ETA) under a sweep\n"
+       "      line (jobs done/total, overall ETA), redrawn in place; text (the default\n"
+       "      otherwise): one line per event, progress at most every --interval seconds\n"
+       "      (default 10); json: every event as one JSON line",
        1,
        {{"from-seq", FlagKind::kValue},
         {"interval", FlagKind::kValue},

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "client/format.h"
+#include "client/watch_table.h"
 
 namespace rdattn::client {
 namespace {
@@ -18,6 +22,191 @@ double SteadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Where the events of FollowSweep go: the three --format outputs.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void OnEvent(const pb::WatchEvent& event) = 0;
+  // The sweep's terminal state once an event (or a snapshot) showed it, else UNSPECIFIED.
+  virtual pb::SweepState final_state() const = 0;
+  // The stream broke (or ended early); a reconnect after `seq` follows.
+  virtual void OnInterrupted(const std::string& why, uint64_t seq) = 0;
+  // The stream ended without a terminal event, and GetSweep shows the sweep ended.
+  virtual void OnEndedWithoutEvent(const pb::SweepStatus& sweep) = 0;
+  // The watch is over (the sweep ended); not called on an error.
+  virtual void Finish() {}
+};
+
+class JsonSink : public Sink {
+ public:
+  JsonSink(uint64_t after_seq, std::ostream& out) : seq_(after_seq), out_(out) {}
+  void OnEvent(const pb::WatchEvent& e) override {
+    if (e.seq() == 0 || e.seq() > seq_) out_ << MessageJson(e, false) << std::endl;
+    seq_ = std::max(seq_, e.seq());
+    if (e.has_sweep_state_change() && IsTerminal(e.sweep_state_change().to_state())) {
+      final_state_ = e.sweep_state_change().to_state();
+    }
+  }
+  pb::SweepState final_state() const override { return final_state_; }
+  void OnInterrupted(const std::string&, uint64_t) override {}
+  void OnEndedWithoutEvent(const pb::SweepStatus& sweep) override { final_state_ = sweep.state(); }
+
+ private:
+  uint64_t seq_;
+  std::ostream& out_;
+  pb::SweepState final_state_ = pb::SWEEP_STATE_UNSPECIFIED;
+};
+
+class TextSink : public Sink {
+ public:
+  TextSink(CoordinatorClient& client, pb::GetSweepRequest get, const pb::SweepStatus& initial,
+           const WatchOptions& options, std::ostream& out, std::ostream& err)
+      : client_(client),
+        get_(std::move(get)),
+        printer_(initial, options.printer),
+        out_(out),
+        err_(err) {
+    out_ << "watching sweep " << initial.sweep_id() << " (" << SweepStateName(initial.state())
+         << ", " << initial.job_counts().total() << " jobs)" << std::endl;
+  }
+  void OnEvent(const pb::WatchEvent& e) override {
+    for (const std::string& line : printer_.OnEvent(e, SteadySeconds())) out_ << line << std::endl;
+    // A job added to the running sweep: its target tokens, for its progress lines.
+    if (printer_.needs_sweep() && SteadySeconds() - last_refresh_ >= 1.0) {
+      last_refresh_ = SteadySeconds();
+      if (auto now = client_.GetSweep(get_); now.ok()) printer_.OnSweep(now->sweep());
+    }
+    if (printer_.ended()) final_state_ = printer_.final_state();
+  }
+  pb::SweepState final_state() const override { return final_state_; }
+  void OnInterrupted(const std::string& why, uint64_t seq) override {
+    err_ << "rdattn: watch interrupted (" << why << "); reconnecting after seq " << seq
+         << std::endl;
+  }
+  void OnEndedWithoutEvent(const pb::SweepStatus& sweep) override {
+    final_state_ = sweep.state();
+    out_ << "sweep " << sweep.sweep_id() << ": " << SweepStateName(final_state_) << std::endl;
+  }
+
+ private:
+  CoordinatorClient& client_;
+  pb::GetSweepRequest get_;
+  WatchPrinter printer_;
+  std::ostream& out_;
+  std::ostream& err_;
+  double last_refresh_ = -1e300;
+  pb::SweepState final_state_ = pb::SWEEP_STATE_UNSPECIFIED;
+};
+
+// The live table: the stream's thread feeds events in; a drawing thread redraws the frame (at
+// most 4 times a second when something changed, else once a second so the ETAs count down) and
+// takes the GetSweep snapshots, so that a quiet stream still refreshes.
+class TableSink : public Sink {
+ public:
+  TableSink(CoordinatorClient& client, pb::GetSweepRequest get, const pb::SweepStatus& initial,
+            const WatchOptions& options, std::ostream& out)
+      : client_(client),
+        get_(std::move(get)),
+        options_(options),
+        out_(out),
+        table_(initial, SteadySeconds()),
+        last_refresh_(SteadySeconds()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    DrawLocked(SteadySeconds());
+    lock.unlock();
+    drawer_ = std::thread([this] { DrawLoop(); });
+  }
+  ~TableSink() override { Stop(); }
+
+  void OnEvent(const pb::WatchEvent& e) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    table_.OnEvent(e, SteadySeconds());
+    if (interrupted_) {
+      table_.set_note("");
+      interrupted_ = false;
+    }
+    dirty_ = true;
+  }
+  pb::SweepState final_state() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return table_.final_state();
+  }
+  void OnInterrupted(const std::string& why, uint64_t seq) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    table_.set_note("watch interrupted (" + why + "); reconnecting after seq " +
+                    std::to_string(seq));
+    interrupted_ = true;
+    dirty_ = true;
+  }
+  void OnEndedWithoutEvent(const pb::SweepStatus& sweep) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    table_.OnSweep(sweep, SteadySeconds());
+  }
+  // The last frame from a last snapshot, so every row shows its final state.
+  void Finish() override {
+    Stop();
+    auto last = client_.GetSweep(get_);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last.ok()) table_.OnSweep(last->sweep(), SteadySeconds());
+    table_.set_note("");
+    DrawLocked(SteadySeconds());
+  }
+
+ private:
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (drawer_.joinable()) drawer_.join();
+  }
+
+  void DrawLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; });
+      if (stop_) break;
+      const double now = SteadySeconds();
+      const double since = now - last_refresh_;
+      if (since >= options_.refresh_seconds || (table_.needs_sweep() && since >= 1.0)) {
+        last_refresh_ = now;
+        lock.unlock();
+        auto snapshot = client_.GetSweep(get_);  // failures: the stream's reconnect tells
+        lock.lock();
+        if (stop_) break;
+        if (snapshot.ok()) {
+          table_.OnSweep(snapshot->sweep(), SteadySeconds());
+          dirty_ = true;
+        }
+      }
+      if (dirty_ || now - last_draw_ >= 1.0) DrawLocked(now);
+    }
+  }
+
+  void DrawLocked(double now) {
+    const auto [width, height] = TerminalSize(options_.terminal_fd);
+    out_ << frame_.Redraw(table_.Render(now, width, height), width) << std::flush;
+    dirty_ = false;
+    last_draw_ = now;
+  }
+
+  CoordinatorClient& client_;
+  const pb::GetSweepRequest get_;
+  const WatchOptions options_;
+  std::ostream& out_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  WatchTable table_;
+  TerminalFrame frame_;
+  double last_refresh_;
+  double last_draw_ = 0;
+  bool dirty_ = false;
+  bool interrupted_ = false;
+  bool stop_ = false;
+  std::thread drawer_;
+};
+
 }  // namespace
 
 Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint64_t after_seq,
@@ -27,15 +216,20 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
   get.set_sweep_id(sweep_id);
   get.set_view(pb::SWEEP_VIEW_FULL);
   RDATTN_ASSIGN_OR_RETURN(pb::GetSweepResponse initial, client.GetSweep(get));
-  WatchPrinter printer(initial.sweep(), options.printer);
-  const bool json = options.json;
-  if (!json) {
-    out << "watching sweep " << sweep_id << " (" << SweepStateName(initial.sweep().state()) << ", "
-        << initial.sweep().job_counts().total() << " jobs)" << std::endl;
+  std::unique_ptr<Sink> sink;
+  switch (options.format) {
+    case WatchFormat::kJson:
+      sink = std::make_unique<JsonSink>(after_seq, out);
+      break;
+    case WatchFormat::kTable:
+      sink = std::make_unique<TableSink>(client, get, initial.sweep(), options, out);
+      break;
+    case WatchFormat::kText:
+      sink = std::make_unique<TextSink>(client, get, initial.sweep(), options, out, err);
+      break;
   }
 
   uint64_t seq = after_seq;
-  pb::SweepState final_state = pb::SWEEP_STATE_UNSPECIFIED;
   auto backoff = std::chrono::milliseconds(500);
   auto last_message = std::chrono::steady_clock::now();
   constexpr auto kGiveUpAfter = std::chrono::minutes(5);
@@ -46,22 +240,11 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
     request.set_after_seq(seq);
     const Status status = client.WatchSweep(request, [&](const pb::WatchSweepResponse& m) {
       received = true;
-      const pb::WatchEvent& e = m.event();
-      if (json) {
-        if (e.seq() == 0 || e.seq() > seq) out << MessageJson(e, false) << std::endl;
-        if (e.has_sweep_state_change() && IsTerminal(e.sweep_state_change().to_state())) {
-          final_state = e.sweep_state_change().to_state();
-        }
-      } else {
-        for (const std::string& line : printer.OnEvent(e, SteadySeconds())) {
-          out << line << std::endl;
-        }
-        if (printer.ended()) final_state = printer.final_state();
-      }
-      seq = std::max(seq, e.seq());
-      return final_state == pb::SWEEP_STATE_UNSPECIFIED;
+      sink->OnEvent(m.event());
+      seq = std::max(seq, m.event().seq());
+      return sink->final_state() == pb::SWEEP_STATE_UNSPECIFIED;
     });
-    if (final_state != pb::SWEEP_STATE_UNSPECIFIED) break;
+    if (sink->final_state() != pb::SWEEP_STATE_UNSPECIFIED) break;
     if (!status.ok() && !Retryable(status)) return status;
     if (received) {
       backoff = std::chrono::milliseconds(500);
@@ -71,10 +254,7 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
       // The stream ended without a terminal event: the sweep may have ended before `seq`.
       RDATTN_ASSIGN_OR_RETURN(pb::GetSweepResponse now, client.GetSweep(get));
       if (IsTerminal(now.sweep().state())) {
-        final_state = now.sweep().state();
-        if (!json) {
-          out << "sweep " << sweep_id << ": " << SweepStateName(final_state) << std::endl;
-        }
+        sink->OnEndedWithoutEvent(now.sweep());
         break;
       }
     }
@@ -82,14 +262,12 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
       return UnavailableError("lost the watch of sweep " + sweep_id +
                               " for 5 minutes: " + status.message());
     }
-    if (!json) {
-      err << "rdattn: watch interrupted (" << (status.ok() ? "stream ended" : status.ToString())
-          << "); reconnecting after seq " << seq << std::endl;
-    }
+    sink->OnInterrupted(status.ok() ? "stream ended" : status.ToString(), seq);
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(10));
   }
-  *final_state_out = final_state;
+  sink->Finish();
+  *final_state_out = sink->final_state();
   return Status::Ok();
 }
 

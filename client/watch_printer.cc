@@ -8,13 +8,54 @@
 
 namespace rdattn::client {
 
+std::string SeedLookLine(const pb::SeedLook& look) {
+  std::string line = "look " + std::to_string(look.look()) +
+                     " at n = " + std::to_string(look.n_seeds()) + ": " +
+                     (look.decision().empty() ? std::string("?") : look.decision());
+  if (look.added_seeds_size() > 0) {
+    line += ", adding seed";
+    line += look.added_seeds_size() > 1 ? "s " : " ";
+    for (int i = 0; i < look.added_seeds_size(); ++i) {
+      line += (i ? ", " : "") + std::to_string(look.added_seeds(i));
+    }
+  }
+  if (!look.reason().empty()) line += " (" + look.reason() + ")";
+  return line;
+}
+
+std::string WatchJobStateName(pb::JobState state, int attempts) {
+  if (state == pb::JOB_STATE_UNSPECIFIED || (state == pb::JOB_STATE_PENDING && attempts <= 0)) {
+    return "submitted";
+  }
+  return JobStateName(state);
+}
+
 WatchPrinter::WatchPrinter(const pb::SweepStatus& sweep, WatchPrinterOptions options)
     : sweep_id_(sweep.sweep_id()), options_(options) {
   for (const pb::JobStatus& j : sweep.jobs()) {
     JobView& v = jobs_[j.job().job_id()];
     v.target_tokens = TargetTokens(j.job());
+    v.from_sweep = true;
     v.state = j.state();
   }
+}
+
+void WatchPrinter::OnSweep(const pb::SweepStatus& sweep) {
+  for (const pb::JobStatus& j : sweep.jobs()) {
+    auto [it, added] = jobs_.try_emplace(j.job().job_id());
+    JobView& v = it->second;
+    v.target_tokens = TargetTokens(j.job());
+    v.from_sweep = true;
+    if (added) v.state = j.state();
+  }
+  needs_sweep_ = false;
+  for (const auto& [id, v] : jobs_) needs_sweep_ = needs_sweep_ || !v.from_sweep;
+}
+
+WatchPrinter::JobView& WatchPrinter::View(const std::string& job_id) {
+  JobView& v = jobs_[job_id];
+  if (!v.from_sweep) needs_sweep_ = true;
+  return v;
 }
 
 std::string WatchPrinter::Name(const std::string& job_id) const {
@@ -37,30 +78,49 @@ std::vector<std::string> WatchPrinter::OnEvent(const pb::WatchEvent& event, doub
       return OnMetric(event.metric_event(), now_seconds);
     case pb::WatchEvent::kSweepStateChange: {
       const pb::SweepStateChange& c = event.sweep_state_change();
-      std::string line = "sweep " + sweep_id_ + ": " + SweepStateName(c.from_state()) + " -> " +
-                         SweepStateName(c.to_state());
-      if (!c.reason().empty()) line += " (" + c.reason() + ")";
+      const bool created = c.from_state() == pb::SWEEP_STATE_UNSPECIFIED;
+      std::string line = "sweep " + sweep_id_ + ": ";
+      if (created && c.to_state() == pb::SWEEP_STATE_PENDING) {
+        line += "submitted";
+      } else {
+        line += (created ? std::string("submitted") : SweepStateName(c.from_state())) + " -> " +
+                SweepStateName(c.to_state());
+      }
+      if (!c.reason().empty() && !(created && c.reason() == "submitted")) {
+        line += " (" + c.reason() + ")";
+      }
       if (IsTerminal(c.to_state())) {
         ended_ = true;
         final_state_ = c.to_state();
       }
       return {line};
     }
-    case pb::WatchEvent::EVENT_NOT_SET:
+    case pb::WatchEvent::kSeedLook:
+      return {SeedLookLine(event.seed_look())};
+    default:  // EVENT_NOT_SET, or a case added to the proto after this client was built
       break;
   }
   return {};
 }
 
 std::vector<std::string> WatchPrinter::OnJobStateChange(const pb::JobStateChange& c) {
-  JobView& v = jobs_[c.job_id()];
+  JobView& v = View(c.job_id());
   v.state = c.to_state();
-  std::string line =
-      Name(c.job_id()) + "  " + JobStateName(c.from_state()) + " -> " + JobStateName(c.to_state());
+  std::string line = Name(c.job_id()) + "  ";
+  const bool created = c.from_state() == pb::JOB_STATE_UNSPECIFIED;  // submitted, or added
+  if (created && c.to_state() == pb::JOB_STATE_PENDING) {
+    line += "submitted";
+  } else {
+    line +=
+        (created ? std::string("submitted") : JobStateName(c.from_state())) + " -> " +
+        (c.to_state() == pb::JOB_STATE_UNSPECIFIED ? std::string("?") : JobStateName(c.to_state()));
+  }
   std::vector<std::string> details;
   if (c.attempt() > 0) details.push_back("attempt " + std::to_string(c.attempt()));
   if (!c.worker_id().empty()) details.push_back("worker " + c.worker_id());
-  if (!c.reason().empty()) details.push_back(c.reason());
+  if (!c.reason().empty() && !(created && c.reason() == "submitted")) {
+    details.push_back(c.reason());
+  }
   if (!details.empty()) {
     line += "  (";
     for (size_t i = 0; i < details.size(); ++i) line += (i ? ", " : "") + details[i];
@@ -71,7 +131,7 @@ std::vector<std::string> WatchPrinter::OnJobStateChange(const pb::JobStateChange
 }
 
 std::vector<std::string> WatchPrinter::OnMetric(const pb::MetricEvent& e, double now_seconds) {
-  JobView& v = jobs_[e.job_id()];
+  JobView& v = View(e.job_id());
   const std::string name = Name(e.job_id());
   std::ostringstream line;
   switch (e.kind()) {
