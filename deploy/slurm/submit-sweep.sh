@@ -6,7 +6,7 @@
 #
 # Prints the job ids as sourceable lines on stdout:
 #   RDATTN_COORDINATOR_JOB=123
-#   RDATTN_WORKER_JOB=124
+#   RDATTN_WORKER_JOB=124                (with RDATTN_WORKER_NODES: one id per node, 124,125)
 #   RDATTN_COORDINATOR=node01:40123      (only with SWEEP.yaml)
 #   RDATTN_COORDINATOR_METRICS=node01:9401  (only with SWEEP.yaml and RDATTN_COORDINATOR_METRICS_LISTEN)
 #   RDATTN_SWEEP=sw-1a2b3c4d             (only with SWEEP.yaml)
@@ -16,6 +16,10 @@
 # Extra sbatch options: RDATTN_SBATCH_ARGS (both jobs), RDATTN_COORDINATOR_SBATCH_ARGS,
 # RDATTN_WORKER_SBATCH_ARGS (e.g. "--nodes=4 --gpus-per-node=8 --exclusive --time=24:00:00").
 # RDATTN_SKIP_COORDINATOR=1 submits only workers (for a coordinator that is already running).
+# RDATTN_WORKER_NODES=node1,node2 submits one single-node worker job per listed node
+# (--nodes=1 --nodelist=NODE) instead of one worker job: a failed node then ends only its own
+# worker job (Slurm ends a whole job when one of its nodes fails, see sbatch --no-kill), and the
+# other nodes' workers keep running and take over its jobs.
 # Every other variable is passed to the jobs through sbatch's default --export=ALL; see README.md.
 set -euo pipefail
 
@@ -53,10 +57,24 @@ if [ "${RDATTN_SKIP_COORDINATOR:-0}" != 1 ]; then
   log "coordinator job $cjob (state in $RDATTN_STATE_DIR)"
   dep=(--dependency="after:$cjob")
 fi
-wjob=$(sbatch --parsable "${common[@]}" "${dep[@]}" "${wargs[@]}" "$HERE/worker.sbatch") || die "sbatch worker.sbatch failed"
-wjob=${wjob%%;*}
+if [ -z "${RDATTN_WORKER_NODES:-}" ]; then
+  wjob=$(sbatch --parsable "${common[@]}" "${dep[@]}" "${wargs[@]}" "$HERE/worker.sbatch") || die "sbatch worker.sbatch failed"
+  wjob=${wjob%%;*}
+  log "worker job $wjob"
+else
+  wjob=""
+  IFS=, read -r -a wnodes <<< "$RDATTN_WORKER_NODES"
+  [ "${#wnodes[@]}" -gt 0 ] || die "RDATTN_WORKER_NODES='$RDATTN_WORKER_NODES' names no node (expected e.g. node1,node2)"
+  for node in "${wnodes[@]}"; do
+    case "$node" in ''|*[!A-Za-z0-9._-]*) die "RDATTN_WORKER_NODES: '$node' is not a node name (comma-separated names, no ranges)" ;; esac
+    j=$(sbatch --parsable "${common[@]}" "${dep[@]}" "${wargs[@]}" --nodes=1 --nodelist="$node" "$HERE/worker.sbatch") \
+      || die "sbatch worker.sbatch for node $node failed"
+    j=${j%%;*}
+    log "worker job $j on $node"
+    wjob=${wjob:+$wjob,}$j
+  done
+fi
 echo "RDATTN_WORKER_JOB=$wjob"
-log "worker job $wjob"
 
 [ -n "$SWEEP" ] || exit 0
 
