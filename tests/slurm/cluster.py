@@ -30,8 +30,9 @@ slurm.conf lives in TMP/slurm (SLURM_CONF), with ports picked free, per-node spo
 `kill_node(name)` SIGKILLs every process of a node namespace (`ip netns pids`): its munged,
 slurmd, slurmstepd, job steps, workers and ranks: what a power loss does. `stop()` tears
 everything down: scancel, SIGTERM then SIGKILL to every process in our namespaces, `ip netns
-del`. It runs on any failure (the caller's finally), on SIGTERM/SIGINT, and a leftover of a run
-that was SIGKILLed (its pid gone) is removed by the next `start()`.
+del`. It runs on any failure (the caller's finally) and on SIGTERM/SIGINT; when the test process
+is SIGKILLed (a ctest timeout), a reaper started by `start()` in its own session does the same,
+and a leftover the reaper missed (its pid gone) is removed by the next `start()`.
 """
 import os
 import re
@@ -184,6 +185,10 @@ class Cluster:
         removed = remove_leftovers()
         if removed:
             print("cluster: removed leftover namespaces of a killed run: %s" % removed, flush=True)
+        # A reaper in its own session: if this process is SIGKILLed (a ctest timeout), it kills every
+        # process in our namespaces and deletes them within a second or two.
+        self.reaper = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--reap", str(os.getpid())],
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
         t0 = time.time()
         os.chmod(self.tmp, 0o755)  # munged wants x for everyone on its socket's folder and parents
         if os.path.realpath(self.tmp).startswith("/tmp/") or os.path.realpath(self.tmp).startswith("/dev/shm/"):
@@ -401,6 +406,9 @@ class Cluster:
         for ns in spaces:
             _run(["ip", "netns", "del", ns], check=False)
         still = [ns for ns in _netns_list() if ns.startswith(self.tag + "-")]
+        if getattr(self, "reaper", None) is not None and self.reaper.poll() is None:
+            self.reaper.kill()
+            self.reaper.wait()
         return left, still
 
     def dump_logs(self, n=40):
@@ -415,8 +423,23 @@ class Cluster:
         sys.stdout.flush()
 
 
+def reap(owner):
+    """Waits for process `owner` to end, then removes its namespaces and their processes."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while os.path.exists("/proc/%d" % owner):
+        time.sleep(1)
+    for ns in _netns_list():
+        if ns.startswith("%s%d-" % (PREFIX, owner)):
+            _kill_netns(ns, grace=0)
+            _run(["ip", "netns", "del", ns], check=False)
+
+
 def main():
     """Bring the cluster up, print how to use it, wait for Ctrl-C, tear it down (for debugging)."""
+    if len(sys.argv) == 3 and sys.argv[1] == "--reap":
+        reap(int(sys.argv[2]))
+        return
     import tempfile
     tmp = tempfile.mkdtemp(prefix="rdattn-cluster-", dir="/var/tmp")
     c = Cluster(tmp)
