@@ -20,8 +20,10 @@ Each --case is one ctest test, on a cluster of its own that is torn down at the 
                 coordinator expires node2's lease (--lease-seconds 6) and requeues the job, which
                 resumes on node1's worker from its last checkpoint (attempt 2's first step is the
                 step after attempt 1's last checkpoint); the sweep ends SUCCEEDED with every val
-                NLL and test NLL stored. The times from the kill to the requeue (PENDING) and to
-                the resumed attempt's first step are printed.
+                NLL and test NLL stored, the resumed job's bitwise equal to an uninterrupted run of
+                its RunSpec. The times from the kill to the requeue (PENDING, from the
+                coordinator's event times), to attempt 2 RUNNING, to its first step, to node2 DOWN
+                in Slurm and to the sweep's end are printed.
 """
 import argparse
 import datetime
