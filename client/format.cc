@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "proto/contract/contract.h"
+
 namespace rdattn::client {
 namespace {
 
@@ -204,6 +206,15 @@ std::string FormatSweep(const pb::SweepStatus& sweep) {
   if (sweep.has_end_time()) out << "   ended " << FormatTime(sweep.end_time());
   out << "\n";
   if (!sweep.message().empty()) out << "message  " << sweep.message() << "\n";
+  if (sweep.sequential().design().look_seeds_size() > 0) {
+    const pb::SequentialState& q = sweep.sequential();
+    out << "seeds    policy: look " << q.looks_size() << " of at most "
+        << q.design().look_seeds_size();
+    if (q.looks_size() > 0) {
+      out << ", " << contract::DescribeSeedLook(q.looks(q.looks_size() - 1));
+    }
+    out << "\n";
+  }
   if (sweep.jobs_size() == 0) return out.str();
 
   out << "\n";
@@ -426,6 +437,39 @@ std::string FormatReport(const pb::Report& r) {
     }
   }
   for (const std::string& note : r.notes()) out << "note: " << note << "\n";
+  if (r.sequential().design().look_seeds_size() > 0) out << FormatSequential(r.sequential());
+  return out.str();
+}
+
+std::string FormatSequential(const pb::SequentialState& s) {
+  const pb::SequentialDesign& d = s.design();
+  std::ostringstream out;
+  out << "\nseed policy: " << d.boundary() << " boundaries, alpha " << Printf("%g", d.alpha())
+      << " per comparison, looks at n =";
+  for (int n : d.look_seeds()) out << " " << n;
+  out << "; futility "
+      << (d.futility_effect_sd() > 0
+              ? "for " + Printf("%g", d.futility_effect_sd()) + " sd (non-binding)"
+              : std::string("none"))
+      << "\n";
+  out << "  simulated: type-I error " << Fixed(d.simulated_alpha(), 4) << ", expected seeds "
+      << Fixed(d.expected_seeds_null(), 2) << " (null), " << Fixed(d.expected_seeds_two_sd(), 2)
+      << " (effect 2 sd)\n";
+  Table table({">LOOK", ">N", "SCALE", "ARM", ">MEAN DELTA", ">T", ">|T| STOP >=", ">|T| FUTILE <",
+               "OUTCOME", ">ADJ P", "REPEATED CI"});
+  for (const pb::SeedLook& l : s.looks()) {
+    for (const pb::LookComparison& c : l.comparisons()) {
+      table.AddRow({std::to_string(l.look()), std::to_string(c.n()), c.scale(), c.arm(),
+                    SignedFixed(c.mean_delta_nll(), 4), Fixed(c.t_statistic(), 3),
+                    Fixed(c.efficacy_t(), 3), c.futility_t() > 0 ? Fixed(c.futility_t(), 3) : "-",
+                    c.outcome(), PValue(c.adjusted_p()), Interval(c.rci_low(), c.rci_high(), 4)});
+    }
+  }
+  if (s.looks_size() > 0) out << table.Render();
+  for (const pb::SeedLook& l : s.looks()) out << "  " << contract::DescribeSeedLook(l) << "\n";
+  out << (s.stopped() ? "  stopped at look " + std::to_string(s.stopped_at_look())
+                      : std::string("  not stopped yet"))
+      << "\n";
   return out.str();
 }
 
@@ -439,8 +483,12 @@ std::string FormatExpansion(const pb::SweepSpec& spec, const std::vector<pb::Job
     by_group[j.pair_group()].push_back(&j);
   }
   out << "sweep '" << spec.name() << "': " << jobs.size() << " jobs = " << spec.scales_size()
-      << " scale(s) x " << spec.seeds_size() << " seed(s) x (" << spec.arms_size() << " arm(s) + "
-      << spec.controls_size() << " control(s))\n";
+      << " scale(s) x "
+      << (spec.has_seed_policy() ? std::to_string(spec.seed_policy().initial_size()) +
+                                       " initial seed(s) (policy: " + "up to " +
+                                       std::to_string(spec.seed_policy().max()) + ")"
+                                 : std::to_string(spec.seeds_size()) + " seed(s)")
+      << " x (" << spec.arms_size() << " arm(s) + " << spec.controls_size() << " control(s))\n";
   out << "reference arm: "
       << (spec.reference_arm().empty() ? std::string("block") : spec.reference_arm()) << "\n";
   for (const pb::ControlSpec& c : spec.controls()) {

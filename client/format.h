@@ -64,6 +64,8 @@ std::string FormatSweep(const pb::SweepStatus& sweep);
 std::string FormatSweepList(const std::vector<pb::SweepStatus>& sweeps);
 // `rdattn report`: the paired rows (per scale, milestone, arm), then what is missing.
 std::string FormatReport(const pb::Report& report);
+// A seed policy's design, looks and where it stopped (part of FormatReport).
+std::string FormatSequential(const pb::SequentialState& state);
 // `rdattn validate`: job count, arms, and the pair groups with their jobs.
 std::string FormatExpansion(const pb::SweepSpec& spec, const std::vector<pb::JobSpec>& jobs,
                             bool list_jobs);

@@ -5,22 +5,12 @@
 #include <sstream>
 
 #include "client/format.h"
+#include "proto/contract/contract.h"
 
 namespace rdattn::client {
 
 std::string SeedLookLine(const pb::SeedLook& look) {
-  std::string line = "look " + std::to_string(look.look()) +
-                     " at n = " + std::to_string(look.n_seeds()) + ": " +
-                     (look.decision().empty() ? std::string("?") : look.decision());
-  if (look.added_seeds_size() > 0) {
-    line += ", adding seed";
-    line += look.added_seeds_size() > 1 ? "s " : " ";
-    for (int i = 0; i < look.added_seeds_size(); ++i) {
-      line += (i ? ", " : "") + std::to_string(look.added_seeds(i));
-    }
-  }
-  if (!look.reason().empty()) line += " (" + look.reason() + ")";
-  return line;
+  return contract::DescribeSeedLook(look, /*with_comparisons=*/false);
 }
 
 std::string WatchJobStateName(pb::JobState state, int attempts) {

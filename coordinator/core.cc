@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <utility>
 
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
+#include "coordinator/seed_policy.h"
 #include "proto/contract/contract.h"
 
 namespace rdattn::coordinator {
@@ -208,6 +210,19 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
 Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& reason) {
   RDATTN_ASSIGN_OR_RETURN(SweepRow sweep, store_->GetSweep(sweep_id));
   RDATTN_ASSIGN_OR_RETURN(SweepFacts facts, store_->GetSweepFacts(sweep_id));
+  // A seed policy looks when every job of the current seeds has ended; a look that continues
+  // adds jobs, so the sweep stays RUNNING (docs/sweeps.md "Seed policy").
+  const bool all_ended =
+      facts.total > 0 && facts.succeeded + facts.failed + facts.cancelled == facts.total;
+  if (all_ended && !sweep.cancel_requested && sweep.spec.has_seed_policy() &&
+      !IsTerminal(sweep.state)) {
+    RDATTN_ASSIGN_OR_RETURN(std::optional<pb::SequentialState> seq,
+                            store_->GetSequential(sweep_id));
+    if (seq && !seq->stopped()) {
+      RDATTN_RETURN_IF_ERROR(store_->Transaction([&] { return RunSeedLook(sweep, *seq); }));
+      RDATTN_ASSIGN_OR_RETURN(facts, store_->GetSweepFacts(sweep_id));
+    }
+  }
   facts.cancel_requested = sweep.cancel_requested;
   const SweepState next = DeriveSweepState(facts);
   if (next == sweep.state) return Status::Ok();
@@ -254,6 +269,10 @@ StatusOr<pb::SweepStatus> Core::MakeSweepStatus(const SweepRow& row, bool with_j
   c->set_cancelled(f.cancelled);
   RDATTN_ASSIGN_OR_RETURN(int64_t last_seq, store_->LastSweepEventSeq(row.id));
   out.set_last_event_seq(static_cast<uint64_t>(last_seq));
+  if (row.spec.has_seed_policy()) {
+    RDATTN_ASSIGN_OR_RETURN(std::optional<pb::SequentialState> seq, store_->GetSequential(row.id));
+    if (seq) *out.mutable_sequential() = std::move(*seq);
+  }
   if (!with_jobs) return out;
   RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListJobs(row.id));
   for (const JobRow& j : jobs) {
@@ -292,6 +311,11 @@ Status Core::InsertSweep(SweepRow& row, const std::vector<pb::JobSpec>& jobs) {
   created.event.mutable_sweep_state_change()->set_to_state(pb::SWEEP_STATE_PENDING);
   created.event.mutable_sweep_state_change()->set_reason("submitted");
   RDATTN_RETURN_IF_ERROR(AppendEvent(created).status());
+  return InsertJobs(row, jobs, row.create_us, "submitted");
+}
+
+Status Core::InsertJobs(const SweepRow& row, const std::vector<pb::JobSpec>& jobs, int64_t now_us,
+                        const std::string& reason) {
   for (const pb::JobSpec& spec : jobs) {
     JobRow job;
     job.id = spec.job_id();
@@ -307,22 +331,67 @@ Status Core::InsertSweep(SweepRow& row, const std::vector<pb::JobSpec>& jobs) {
     job.priority = job.spec.priority();
     job.world_size = std::max(1, spec.run().parallel().world_size());
     job.preferred_kind = HardwareKindFromProto(job.spec.hardware_kind());
-    job.create_us = row.create_us;
-    job.update_us = row.create_us;
+    job.create_us = now_us;
+    job.update_us = now_us;
     RDATTN_RETURN_IF_ERROR(store_->InsertJob(job));
     EventRow ev;
     ev.sweep_id = row.id;
     ev.job_id = job.id;
     ev.kind = EventKind::kJobStateChange;
-    ev.time_us = row.create_us;
+    ev.time_us = now_us;
     pb::JobStateChange* change = ev.event.mutable_job_state_change();
     change->set_job_id(job.id);
     change->set_to_state(pb::JOB_STATE_PENDING);
-    change->set_reason("submitted");
+    change->set_reason(reason);
     RDATTN_RETURN_IF_ERROR(AppendEvent(ev).status());
   }
   NotifyWork();
   return Status::Ok();
+}
+
+Status Core::RunSeedLook(const SweepRow& sweep, pb::SequentialState& state) {
+  ReportSource source;
+  source.sweep = sweep;
+  RDATTN_ASSIGN_OR_RETURN(source.jobs, store_->ListJobs(sweep.id));
+  RDATTN_ASSIGN_OR_RETURN(source.events,
+                          store_->ReadMetricEvents(sweep.id, pb::MetricEvent::KIND_EVAL));
+  std::set<uint64_t> seeds;
+  for (const JobRow& j : source.jobs) seeds.insert(j.spec.seed());
+  const stats::ReportTables tables =
+      stats::BuildTables(MakeStatsInput(source, ""), ReportBootstrapSeed(sweep.id),
+                         /*resamples=*/100, kDefaultConfidenceLevel);
+  pb::SeedLook look =
+      EvaluateLook(sweep.spec.seed_policy(), state, tables, static_cast<int>(seeds.size()));
+  const int64_t now = NowMicros();
+  if (look.decision() == "continue") {
+    pb::SweepSpec more = sweep.spec;
+    more.clear_seed_policy();
+    for (uint64_t s : look.added_seeds()) more.add_seeds(s);
+    StatusOr<std::vector<pb::JobSpec>> jobs = contract::ExpandSweep(more, sweep.id);
+    if (!jobs.ok()) {
+      // The initial seeds' jobs expanded with the same spec, so this is not expected; stop
+      // rather than loop, and say why.
+      look.set_decision("stop");
+      look.set_reason("cannot add seeds: " + jobs.status().message());
+      look.clear_added_seeds();
+    } else {
+      RDATTN_RETURN_IF_ERROR(InsertJobs(
+          sweep, *jobs, now, "added by seed policy look " + std::to_string(look.look())));
+    }
+  }
+  if (look.decision() != "continue") {
+    state.set_stopped(true);
+    state.set_stopped_at_look(look.look());
+  }
+  *state.add_looks() = look;
+  RDATTN_RETURN_IF_ERROR(store_->PutSequential(sweep.id, state));
+  LOG(INFO) << "sweep " << sweep.id << ": " << DescribeLook(look);
+  EventRow row;
+  row.sweep_id = sweep.id;
+  row.kind = EventKind::kSeedLook;
+  row.time_us = now;
+  *row.event.mutable_seed_look() = look;
+  return AppendEvent(row).status();
 }
 
 StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest& req,
@@ -365,8 +434,16 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
     }
     return InvalidArgumentError(msg);
   }
+  // A seed policy's boundaries: computed once here (a Monte Carlo, outside the lock) and stored.
+  std::optional<pb::SequentialState> sequential;
+  if (spec.has_seed_policy()) {
+    StatusOr<pb::SequentialState> design = DesignSeedPolicy(spec.seed_policy());
+    if (!design.ok()) return design.status();
+    sequential = std::move(design).value();
+  }
   if (req.validate_only()) {
     *resp.mutable_sweep()->mutable_spec() = spec;
+    if (sequential) *resp.mutable_sweep()->mutable_sequential() = *sequential;
     for (const pb::JobSpec& j : *jobs) *resp.add_planned_jobs() = j;
     resp.set_created(false);
     return resp;
@@ -387,7 +464,9 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
     // A concurrent submission with the same request_id may have won while we expanded.
     RDATTN_ASSIGN_OR_RETURN(raced, store_->FindSweepByRequestId(req.request_id()));
     if (raced) return Status::Ok();
-    return InsertSweep(row, *jobs);
+    RDATTN_RETURN_IF_ERROR(InsertSweep(row, *jobs));
+    if (sequential) RDATTN_RETURN_IF_ERROR(store_->PutSequential(row.id, *sequential));
+    return Status::Ok();
   });
   RDATTN_RETURN_IF_ERROR(st);
   if (raced) {
@@ -576,6 +655,7 @@ StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req)
                               store_->ReadMetricEvents(req.sweep_id(), kind));
       for (EventRow& e : events) source.events.push_back(std::move(e));
     }
+    RDATTN_ASSIGN_OR_RETURN(source.sequential, store_->GetSequential(req.sweep_id()));
   }
   std::sort(source.events.begin(), source.events.end(),
             [](const EventRow& a, const EventRow& b) { return a.seq < b.seq; });

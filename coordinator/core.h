@@ -159,6 +159,13 @@ class Core {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status InsertSweep(SweepRow& row, const std::vector<pb::JobSpec>& jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inserts PENDING jobs of the sweep, each with a state-change event saying `reason`.
+  Status InsertJobs(const SweepRow& row, const std::vector<pb::JobSpec>& jobs, int64_t now_us,
+                    const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A look of the sweep's seed policy (every job of its current seeds has ended): decides,
+  // adds the next seeds' jobs or stops, stores `state` with the look and emits its event.
+  Status RunSeedLook(const SweepRow& sweep, pb::SequentialState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<std::optional<pb::LeaseJobResponse>> TryLease(const WorkerRow& worker, int free_slots)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<int> ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -17,13 +17,32 @@
 #include <system_error>
 #include <utility>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "coordinator/proto_convert.h"
+#include "coordinator/seed_policy.h"
 #include "proto/contract/contract.h"
 
 namespace rdattn::coordinator {
 namespace {
 
 namespace fs = std::filesystem;
+
+// report.json with a top-level "sequential" object: the SequentialState in protobuf's JSON
+// mapping (field names as in the proto; NaN and infinities as the strings "NaN", "Infinity").
+std::string WithSequentialJson(std::string json, const pb::SequentialState& state) {
+  std::string seq;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(state, &seq, o).ok()) return json;
+  const size_t close = json.find_last_of('}');
+  if (close == std::string::npos) return json;
+  const size_t open = json.find_first_of('{');
+  const bool empty = json.find_first_not_of(" \t\r\n", open + 1) == close;
+  json.insert(close, std::string(empty ? "" : ",\n") + "\"sequential\": " + seq + "\n");
+  return json;
+}
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -370,7 +389,15 @@ stats::ReportInput MakeStatsInput(const ReportSource& source, const std::string&
   in.reference_arm = reference_arm.empty() ? contract::ReferenceArm(spec) : reference_arm;
   for (const pb::ScaleSpec& s : spec.scales()) in.scales.push_back(contract::ScaleName(s));
   in.arms.assign(spec.arms().begin(), spec.arms().end());
-  in.seeds.assign(spec.seeds().begin(), spec.seeds().end());
+  if (spec.has_seed_policy()) {
+    // The seeds run so far (the initial ones, then those each look added), in that order.
+    std::set<uint64_t> seen;
+    for (const JobRow& job : source.jobs) {
+      if (seen.insert(job.spec.seed()).second) in.seeds.push_back(job.spec.seed());
+    }
+  } else {
+    in.seeds.assign(spec.seeds().begin(), spec.seeds().end());
+  }
   std::map<std::string, int64_t> control_stop;
   for (const pb::ControlSpec& c : spec.controls()) {
     in.controls.push_back({c.arm(), c.parent_arm(), c.stop_at_tokens()});
@@ -469,6 +496,7 @@ pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOption
                          options.confidence_level);
   pb::GetReportResponse resp;
   *resp.mutable_report() = ReportToProto(tables, options.now_us);
+  if (source.sequential) *resp.mutable_report()->mutable_sequential() = *source.sequential;
   if (options.omit_files) return resp;
 
   auto wanted = [&](const char* format) {
@@ -484,6 +512,7 @@ pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOption
       md = stats::RenderMarkdown(tables, "");
       md += "\n> Plots were not drawn: " + plots.status().ToString() + "\n";
     }
+    if (source.sequential) md += RenderSequentialMarkdown(*source.sequential);
     AddFile(resp, "report.md", std::move(md), "text/markdown");
     if (plots.ok()) {
       for (pb::ReportFile& f : *plots) *resp.add_files() = std::move(f);
@@ -493,8 +522,15 @@ pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOption
     for (auto& [name, content] : stats::RenderCsv(tables)) {
       AddFile(resp, name, std::move(content), "text/csv");
     }
+    if (source.sequential) {
+      AddFile(resp, "looks.csv", RenderSequentialCsv(*source.sequential), "text/csv");
+    }
   }
-  if (wanted("json")) AddFile(resp, "report.json", stats::RenderJson(tables), "application/json");
+  if (wanted("json")) {
+    std::string json = stats::RenderJson(tables);
+    if (source.sequential) json = WithSequentialJson(std::move(json), *source.sequential);
+    AddFile(resp, "report.json", std::move(json), "application/json");
+  }
   return resp;
 }
 

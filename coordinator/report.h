@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ struct ReportSource {
   // The sweep's metric events of kinds INIT, TRAIN_STEP, EVAL and FINISHED, in seq order
   // (other kinds are ignored).
   std::vector<EventRow> events;
+  std::optional<pb::SequentialState> sequential;  // with a seed policy: its design and looks
 };
 
 struct ReportOptions {

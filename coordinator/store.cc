@@ -111,6 +111,12 @@ CREATE TABLE IF NOT EXISTS workers (
   registered_us INTEGER NOT NULL,
   last_seen_us  INTEGER NOT NULL
 );
+-- A sweep's seed policy state (SequentialState: design and looks); sweeps with a policy only.
+-- Added without a version step: CREATE TABLE IF NOT EXISTS adds it to older files.
+CREATE TABLE IF NOT EXISTS sequential (
+  sweep_id TEXT PRIMARY KEY REFERENCES sweeps(id),
+  state    BLOB NOT NULL
+);
 )sql";
 
 constexpr char kJobColumns[] =
@@ -292,6 +298,27 @@ Status Store::UpdateSweep(const SweepRow& row) {
   RDATTN_RETURN_IF_ERROR(s.Run());
   if (db_->Changes() != 1) return NotFoundError("sweep " + row.id + " not found");
   return Status::Ok();
+}
+
+Status Store::PutSequential(const std::string& sweep_id, const pb::SequentialState& state) {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare("INSERT INTO sequential (sweep_id, state) VALUES (?1, ?2) "
+                                 "ON CONFLICT(sweep_id) DO UPDATE SET state = excluded.state"));
+  s.Bind(1, sweep_id).BindBlob(2, state.SerializeAsString());
+  return s.Run();
+}
+
+StatusOr<std::optional<pb::SequentialState>> Store::GetSequential(const std::string& sweep_id) {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare("SELECT state FROM sequential WHERE sweep_id = ?1"));
+  s.Bind(1, sweep_id);
+  RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<pb::SequentialState>();
+  pb::SequentialState state;
+  if (!state.ParseFromString(s.Blob(0))) {
+    return DataLossError("sweep " + sweep_id + ": its seed policy state does not parse");
+  }
+  return std::optional<pb::SequentialState>(std::move(state));
 }
 
 StatusOr<SweepRow> Store::GetSweep(const std::string& id) {

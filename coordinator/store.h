@@ -94,7 +94,7 @@ struct AttemptRow {
   std::string message;
 };
 
-enum class EventKind { kJobStateChange = 1, kMetric = 2, kSweepStateChange = 3 };
+enum class EventKind { kJobStateChange = 1, kMetric = 2, kSweepStateChange = 3, kSeedLook = 4 };
 
 struct EventRow {
   int64_t seq = 0;  // global, strictly increasing; set by AppendEvent
@@ -146,6 +146,9 @@ class Store {
   StatusOr<SweepRow> GetSweep(const std::string& id);  // NOT_FOUND
   StatusOr<std::optional<SweepRow>> FindSweepByRequestId(const std::string& request_id);
   StatusOr<std::vector<SweepRow>> ListSweeps(const SweepFilter& filter);  // newest first
+  // A sweep's seed policy state (design and looks): insert or replace; nullopt when none.
+  Status PutSequential(const std::string& sweep_id, const pb::SequentialState& state);
+  StatusOr<std::optional<pb::SequentialState>> GetSequential(const std::string& sweep_id);
 
   // --- jobs
   Status InsertJob(JobRow& row);                   // sets row.seq

@@ -68,6 +68,11 @@ std::string ReferenceArm(const pb::SweepSpec& spec);
 // ScaleSpec.name, or its preset when the name is empty.
 std::string ScaleName(const pb::ScaleSpec& scale);
 
+// A seed policy look in one line: "look 1 at n = 3: continue, adding seeds 4, 5 [tiny rd: t =
+// -2.100 (continue)]" or "look 2 at n = 5: stop (every comparison crossed a boundary) [...]".
+// Without `with_comparisons`, the part before " [".
+std::string DescribeSeedLook(const pb::SeedLook& look, bool with_comparisons = true);
+
 // Splits an INVALID_ARGUMENT message of ParseSweep*/ExpandSweep/ParseRunSpec ("a: x; b.c: y")
 // into its "field: reason" parts. A part starts where "; " is followed by a top-level field of
 // SweepSpec or RunSpec (or "line N" for a syntax error), so reasons that contain "; " (e.g.

@@ -5,6 +5,7 @@
 // wrote ("model.shape.width" -> "scales[0].shape.width"). Each distinct error is reported once,
 // with the scales it occurs at when it does not occur at every scale.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -26,6 +27,12 @@ using internal::JoinPath;
 const char* const kJobLabels[] = {"sweep", "scale", "arm", "seed", "pair_group"};
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string FormatDouble(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
 
 std::string ListOf(const std::vector<std::string>& items) {
   std::string out;
@@ -70,6 +77,7 @@ struct JobOrigin {
   int scale_index = 0;
   int seed_index = 0;
   const ArmPlan* arm = nullptr;
+  const std::string* seeds_field = nullptr;  // "seeds" or "seed_policy.initial"
 };
 
 // RunSpec field path -> the sweep field the user wrote.
@@ -83,7 +91,9 @@ std::string SweepField(const std::string& path, const pb::SweepSpec& spec, const
   if (starts("model.shape")) return scale_field + path.substr(std::string("model").size());
   if (starts("model.arm")) return o.arm->field;
   if (starts("model")) return scale_field;
-  if (starts("init_seed") || starts("data.data_seed")) return IndexPath("seeds", o.seed_index);
+  if (starts("init_seed") || starts("data.data_seed")) {
+    return IndexPath(o.seeds_field != nullptr ? *o.seeds_field : "seeds", o.seed_index);
+  }
   if (starts("optim.peak_lr") && scale.has_peak_lr()) return scale_field + ".peak_lr";
   if (starts("parallel.world_size") && scale.world_size() != 0) {
     return scale_field + ".world_size";
@@ -246,14 +256,88 @@ std::vector<ArmPlan> CheckArms(const pb::SweepSpec& spec, FieldErrors& errors) {
   return plans;
 }
 
-void CheckSeeds(const pb::SweepSpec& spec, FieldErrors& errors) {
-  if (spec.seeds_size() == 0) errors.Add("seeds", "must not be empty (e.g. [1, 2, 3])");
-  std::set<uint64_t> seen;
-  for (int n = 0; n < spec.seeds_size(); ++n) {
-    if (!seen.insert(spec.seeds(n)).second) {
-      errors.Add(IndexPath("seeds", n), "duplicate seed " + std::to_string(spec.seeds(n)));
+// Limits of a seed policy (docs/sweeps.md "Seed policy"): the design's Monte Carlo costs
+// simulations x max normal draws at submission.
+constexpr int kMaxPolicySeeds = 1000;
+constexpr int kMinPolicySimulations = 10000;
+constexpr int kMaxPolicySimulations = 2000000;
+constexpr double kMaxPolicyDraws = 2e8;
+
+void CheckSeedList(const google::protobuf::RepeatedField<uint64_t>& seeds, const std::string& field,
+                   std::set<uint64_t>& seen, FieldErrors& errors) {
+  for (int n = 0; n < seeds.size(); ++n) {
+    if (!seen.insert(seeds.Get(n)).second) {
+      errors.Add(IndexPath(field, n), "duplicate seed " + std::to_string(seeds.Get(n)));
     }
   }
+}
+
+void CheckSeedPolicy(const pb::SeedPolicy& p, FieldErrors& errors) {
+  std::set<uint64_t> seen;
+  if (p.initial_size() < 2) {
+    errors.Add("seed_policy.initial",
+               "needs at least 2 seeds (the first look tests a paired t statistic), got " +
+                   std::to_string(p.initial_size()));
+  }
+  CheckSeedList(p.initial(), "seed_policy.initial", seen, errors);
+  CheckSeedList(p.next(), "seed_policy.next", seen, errors);
+  if (p.max() < p.initial_size() || p.max() > kMaxPolicySeeds) {
+    errors.Add("seed_policy.max",
+               "must be from the size of initial (" + std::to_string(p.initial_size()) + ") to " +
+                   std::to_string(kMaxPolicySeeds) + ", got " + std::to_string(p.max()));
+  }
+  if (p.max() > p.initial_size() && p.step() < 1) {
+    errors.Add("seed_policy.step",
+               "must be >= 1 (seeds added after a look), got " + std::to_string(p.step()));
+  }
+  if (p.next_size() > 0 && p.initial_size() + p.next_size() < p.max()) {
+    errors.Add("seed_policy.next", "lists " + std::to_string(p.next_size()) +
+                                       " seeds; initial + next must reach max (" +
+                                       std::to_string(p.max()) + ")");
+  }
+  if (p.alpha() != 0 && !(p.alpha() > 0 && p.alpha() < 0.5)) {
+    errors.Add("seed_policy.alpha",
+               "must be in (0, 0.5) (0: 0.05), got " + FormatDouble(p.alpha()));
+  }
+  if (!p.boundary().empty() && p.boundary() != "obrien_fleming" && p.boundary() != "pocock") {
+    errors.Add("seed_policy.boundary",
+               "unknown boundary " + Quote(p.boundary()) + "; valid: obrien_fleming, pocock");
+  }
+  if (p.has_futility_effect_sd() &&
+      !(p.futility_effect_sd() >= 0 && p.futility_effect_sd() <= 100)) {
+    errors.Add("seed_policy.futility_effect_sd",
+               "must be in [0, 100] standard deviations of delta (0: no futility boundary), got " +
+                   FormatDouble(p.futility_effect_sd()));
+  }
+  if (p.futility_power() != 0 && !(p.futility_power() > 0.5 && p.futility_power() < 1)) {
+    errors.Add("seed_policy.futility_power",
+               "must be in (0.5, 1) (0: 0.8), got " + FormatDouble(p.futility_power()));
+  }
+  if (p.simulations() != 0 &&
+      (p.simulations() < kMinPolicySimulations || p.simulations() > kMaxPolicySimulations)) {
+    errors.Add("seed_policy.simulations", "must be from " + std::to_string(kMinPolicySimulations) +
+                                              " to " + std::to_string(kMaxPolicySimulations) +
+                                              " (0: 200,000), got " +
+                                              std::to_string(p.simulations()));
+  } else if (static_cast<double>(p.simulations() == 0 ? 200000 : p.simulations()) * p.max() >
+             kMaxPolicyDraws) {
+    errors.Add("seed_policy.simulations",
+               "simulations x max is more than 2e8 draws (the design would take minutes): lower "
+               "one of them");
+  }
+}
+
+void CheckSeeds(const pb::SweepSpec& spec, FieldErrors& errors) {
+  if (spec.has_seed_policy()) {
+    if (spec.seeds_size() > 0) {
+      errors.Add("seeds", "give a list of seeds or a seed policy (seed_policy), not both");
+    }
+    CheckSeedPolicy(spec.seed_policy(), errors);
+    return;
+  }
+  if (spec.seeds_size() == 0) errors.Add("seeds", "must not be empty (e.g. [1, 2, 3])");
+  std::set<uint64_t> seen;
+  CheckSeedList(spec.seeds(), "seeds", seen, errors);
 }
 
 void CheckSweepFields(const pb::SweepSpec& spec, FieldErrors& errors) {
@@ -359,17 +443,21 @@ StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
   // valid arm or no seed, a stand-in still checks the shared sections (no job is built then).
   const std::vector<ArmPlan> stand_in_arms = {ArmPlan{"block", "arms", -1, "", 0}};
   const std::vector<ArmPlan>& run_arms = arms.empty() ? stand_in_arms : arms;
-  const int seed_count = std::max(spec.seeds_size(), 1);
+  // With a seed policy the sweep starts with its initial seeds (the coordinator adds the rest).
+  const bool policy = spec.has_seed_policy();
+  const auto& seeds = policy ? spec.seed_policy().initial() : spec.seeds();
+  const std::string seeds_field = policy ? "seed_policy.initial" : "seeds";
+  const int seed_count = std::max(seeds.size(), 1);
   RunErrors run_errors(spec);
   std::vector<pb::JobSpec> jobs;
   for (int i = 0; i < spec.scales_size(); ++i) {
     const pb::ScaleSpec& scale = spec.scales(i);
     const std::string scale_name = ScaleName(scale);
     for (int n = 0; n < seed_count; ++n) {
-      const uint64_t seed = spec.seeds_size() > 0 ? spec.seeds(n) : 0;
+      const uint64_t seed = seeds.size() > 0 ? seeds.Get(n) : 0;
       for (const ArmPlan& arm : run_arms) {
         const JobIds ids = MakeIds(sweep_id, scale_name, seed, arm.arm);
-        const JobOrigin origin{i, n, &arm};
+        const JobOrigin origin{i, n, &arm, &seeds_field};
         auto cfg = ParseRunSpec(MakeRunSpec(spec, sweep_id, scale, arm, seed, ids));
         if (!cfg.ok()) {
           run_errors.AddRunStatus(cfg.status(), origin);

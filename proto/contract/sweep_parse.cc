@@ -201,10 +201,20 @@ std::string RewriteProtobufError(std::string message) {
 }
 
 StatusOr<pb::SweepSpec> FromDocument(const OJson& document, FieldErrors& errors) {
+  // `seeds: {initial: [...], max: ...}` is the seed policy (SweepSpec.seed_policy).
+  OJson doc = document;
+  if (doc.is_object() && doc.contains("seeds") && doc["seeds"].is_object()) {
+    if (doc.contains("seed_policy")) {
+      errors.Add("seeds", "a seed policy is given twice (as seeds: {...} and as seed_policy)");
+      return errors.ToStatus();
+    }
+    doc["seed_policy"] = doc["seeds"];
+    doc.erase("seeds");
+  }
   // An empty file is an empty sweep (ExpandSweep then says what is missing).
-  const OJson normalized =
-      document.is_null() ? OJson::object()
-                         : internal::NormalizeJson(document, pb::SweepSpec::descriptor(), errors);
+  const OJson normalized = doc.is_null()
+                               ? OJson::object()
+                               : internal::NormalizeJson(doc, pb::SweepSpec::descriptor(), errors);
   if (!errors.empty()) return errors.ToStatus();
 
   pb::SweepSpec spec;
