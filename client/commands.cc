@@ -237,6 +237,11 @@ Status RunSubmit(Invocation& inv) {
     std::vector<pb::JobSpec> jobs(response.planned_jobs().begin(), response.planned_jobs().end());
     inv.out << path << ": accepted by the coordinator (nothing stored)\n"
             << FormatExpansion(spec, jobs, false);
+    // A seed policy's design, as the coordinator computed it (boundaries and their simulated
+    // type-I error and expected seeds).
+    if (response.sweep().sequential().design().look_seeds_size() > 0) {
+      inv.out << FormatSequential(response.sweep().sequential());
+    }
     return Status::Ok();
   }
   // The id alone on stdout (ID=$(rdattn submit f.yaml)); the story on stderr.

@@ -5,14 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "coordinator/clock.h"
 #include "coordinator/core.h"
+#include "coordinator/seed_policy.h"
 #include "coordinator/stats/sequential.h"
 #include "coordinator/store.h"
 #include "proto/contract/contract.h"
@@ -378,6 +383,39 @@ TEST(SeedPolicyTest, BadPolicyFieldsAreNamed) {
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("seed_policy.maxx: unknown field"), std::string::npos)
       << typo.status().message();
+}
+
+// docs/examples/paper-seed-policy.yaml: the paper's protocol with a seed policy. It expands to
+// the initial 3 seeds' 30 jobs, and its design's simulated error rates are printed (the note of
+// issue 14 quotes them).
+TEST(SeedPolicyTest, PaperExampleDesign) {
+  std::ifstream in(std::string(RDATTN_EXAMPLES_DIR) + "/paper-seed-policy.yaml");
+  ASSERT_TRUE(in.good());
+  std::ostringstream text;
+  text << in.rdbuf();
+  StatusOr<pb::SweepSpec> spec = contract::ParseSweepYaml(text.str());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  StatusOr<std::vector<pb::JobSpec>> jobs = contract::ExpandSweep(*spec, "paper");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  EXPECT_EQ(jobs->size(), 30u);  // 2 scales x 3 seeds x (2 arms + 3 controls)
+  StatusOr<pb::SequentialState> state = DesignSeedPolicy(spec->seed_policy());
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  const pb::SequentialDesign& d = state->design();
+  ASSERT_EQ(d.look_seeds_size(), 5);
+  EXPECT_EQ(d.look_seeds(4), 11);
+  EXPECT_EQ(d.simulations(), 200000);
+  std::printf(
+      "paper-seed-policy.yaml: looks at n = 3 5 7 9 11; efficacy |t| >= %.3f %.3f %.3f "
+      "%.3f %.3f; futility |t| < %.3f %.3f %.3f %.3f; simulated type-I error %.4f; "
+      "expected seeds %.2f (null), %.2f (effect 1 sd), %.2f (effect 2 sd, power %.4f) of "
+      "11\n",
+      d.efficacy_t(0), d.efficacy_t(1), d.efficacy_t(2), d.efficacy_t(3), d.efficacy_t(4),
+      d.futility_t(0), d.futility_t(1), d.futility_t(2), d.futility_t(3), d.simulated_alpha(),
+      d.expected_seeds_null(), d.expected_seeds_futility_effect(), d.expected_seeds_two_sd(),
+      d.power_two_sd());
+  EXPECT_LE(d.simulated_alpha(), 0.05 + 3 * std::sqrt(0.05 * 0.95 / 200000));
+  EXPECT_LT(d.expected_seeds_two_sd(), 11);
+  EXPECT_LT(d.expected_seeds_null(), 11);
 }
 
 }  // namespace
