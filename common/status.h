@@ -108,9 +108,12 @@ class [[nodiscard]] StatusOr {
   } while (0)
 
 // `RDATTN_ASSIGN_OR_RETURN(auto x, MakeX());` — declares/assigns x or returns the error.
+// NOLINTBEGIN(bugprone-macro-parentheses): `lhs` is a declaration and `tmp` a name, neither an
+// expression, so parentheses around them would not compile.
 #define RDATTN_ASSIGN_OR_RETURN(lhs, expr) \
   RDATTN_ASSIGN_OR_RETURN_IMPL(RDATTN_STATUS_CONCAT(rdattn_statusor_, __LINE__), lhs, expr)
 #define RDATTN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

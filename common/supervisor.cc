@@ -86,7 +86,8 @@ bool SupervisorAlive(const Supervisor& s) {
   return s.start_ticks == 0 || ProcessStartTicks(s.pid) == s.start_ticks;
 }
 
-SupervisorWatch::SupervisorWatch(Supervisor s, int interval_ms, std::function<void()> on_gone)
+SupervisorWatch::SupervisorWatch(const Supervisor& s, int interval_ms,
+                                 std::function<void()> on_gone)
     : thread_([this, s, interval_ms, on_gone = std::move(on_gone)] {
         while (!stop_.load()) {
           if (!SupervisorAlive(s)) {

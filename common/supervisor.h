@@ -42,7 +42,7 @@ uint64_t ProcessStartTicks(pid_t pid);
 // supervisor has gone (the trainer's on_gone prints a line and _exit()s).
 class SupervisorWatch {
  public:
-  SupervisorWatch(Supervisor s, int interval_ms, std::function<void()> on_gone);
+  SupervisorWatch(const Supervisor& s, int interval_ms, std::function<void()> on_gone);
   ~SupervisorWatch();
   SupervisorWatch(const SupervisorWatch&) = delete;
   SupervisorWatch& operator=(const SupervisorWatch&) = delete;

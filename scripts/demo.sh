@@ -50,8 +50,7 @@ start_services() {
   "$B/coordinator/rdattn-coordinator" --listen 127.0.0.1:0 --db "$RUN_DIR/coordinator.db" \
     --metrics-listen 127.0.0.1:0 > "$RUN_DIR/coordinator.out" 2> "$RUN_DIR/coordinator.log" &
   PIDS+=($!)
-  local i
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     if grep -q "^listening on " "$RUN_DIR/coordinator.out" 2>/dev/null; then break; fi
     if ! kill -0 "${PIDS[0]}" 2>/dev/null; then cat "$RUN_DIR/coordinator.log" >&2; return 1; fi
     sleep 0.1
@@ -72,8 +71,8 @@ start_services() {
 
 # The HOST:PORT of the "metrics on http://HOST:PORT/metrics" line a service logs at start.
 metrics_address() {
-  local log=$1 pid=$2 i addr
-  for i in $(seq 1 100); do
+  local log=$1 pid=$2 addr
+  for _ in $(seq 1 100); do
     addr=$(sed -n 's#.*metrics on http://\([^/]*\)/metrics.*#\1#p' "$log" 2>/dev/null | head -n 1)
     if [ -n "$addr" ]; then echo "$addr"; return 0; fi
     if ! kill -0 "$pid" 2>/dev/null; then cat "$log" >&2; return 1; fi

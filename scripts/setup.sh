@@ -26,7 +26,7 @@ PACKAGES=(
   nlohmann-json3-dev libyaml-cpp-dev libgoogle-glog-dev libpcre2-dev
   nodejs npm jargon-text gnuplot-nox prometheus python3-grpcio python3-protobuf
   slurm-wlm munge iproute2
-  clang-14 libclang-rt-14-dev llvm-14 openssl clang-format
+  clang-14 libclang-rt-14-dev llvm-14 openssl clang-format clang-tidy shellcheck
 )
 
 sudo_cmd=()

@@ -219,7 +219,7 @@ void JobRunner::Run() {
     request.set_outcome(pb::JOB_OUTCOME_FAILED);
     request.set_exit_code(-1);
     request.set_message(message);
-    Complete(std::move(request));
+    Complete(request);
   };
 
   pb::RunSpec spec = ResolveRunSpec(lease_, options_);
@@ -240,12 +240,12 @@ void JobRunner::Run() {
   StopReason reason;
   std::string why;
   if (StopRequested(&reason, &why)) {
-    if (reason == StopReason::kLeaseLost) return Complete(std::move(request));
+    if (reason == StopReason::kLeaseLost) return Complete(request);
     request.set_outcome(reason == StopReason::kCancel ? pb::JOB_OUTCOME_CANCELLED
                                                       : pb::JOB_OUTCOME_PREEMPTED);
     request.set_message("stopped before the ranks started (" + std::string(StopReasonName(reason)) +
                         (why.empty() ? "" : ": " + why) + ")");
-    return Complete(std::move(request));
+    return Complete(request);
   }
 
   LaunchSpec launch;
@@ -285,7 +285,7 @@ void JobRunner::Run() {
   LogInfo(AttemptName(lease_) + ": ranks ended: " + DescribeExit(exit));
   if (reason == StopReason::kLeaseLost) {
     relay_->Abandon();
-    return Complete(std::move(request));
+    return Complete(request);
   }
   const Status drained = relay_->Drain(Clock::now() + options_.drain_timeout);
   const RelayProgress relayed = relay_->progress();
@@ -315,10 +315,10 @@ void JobRunner::Run() {
     request.set_stderr_tail(tail.ok() ? *tail
                                       : "(stderr.log unreadable: " + tail.status().message() + ")");
   }
-  Complete(std::move(request));
+  Complete(request);
 }
 
-void JobRunner::Complete(pb::CompleteJobRequest request) {
+void JobRunner::Complete(const pb::CompleteJobRequest& request) {
   const auto deadline = Clock::now() + options_.complete_timeout;
   auto backoff = std::chrono::milliseconds(500);
   StopReason reason;

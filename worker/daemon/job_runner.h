@@ -86,7 +86,7 @@ class JobRunner {
   Status Prepare(pb::RunSpec* spec);
   // Waits for the launcher to exit, applying stop orders.
   ExitStatus Supervise(ChildProcess* child);
-  void Complete(pb::CompleteJobRequest request);
+  void Complete(const pb::CompleteJobRequest& request);
   bool StopRequested(StopReason* reason, std::string* why) const;
 
   const pb::LeaseJobResponse lease_;

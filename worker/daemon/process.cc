@@ -113,7 +113,7 @@ ChildProcess::~ChildProcess() {
   while (!Wait(std::chrono::milliseconds(1000)).has_value()) KillAll();
 }
 
-int ChildProcess::SignalSession(int sig, bool spare_launcher) {
+int ChildProcess::SignalSession(int sig, bool spare_launcher) const {
   int sent = 0;
   for (pid_t member : SessionMembers(pid_)) {
     if (spare_launcher && member == pid_) continue;

@@ -62,7 +62,7 @@ class ChildProcess {
 
   // Signals every process of the session (skipping the launcher when `spare_launcher`).
   // Returns how many were signalled. Requires mu_ held and the launcher not yet reaped.
-  int SignalSession(int sig, bool spare_launcher);
+  int SignalSession(int sig, bool spare_launcher) const;
 
   const pid_t pid_;  // also the session and process group id
   const bool launcher_is_mpirun_;
