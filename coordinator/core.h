@@ -131,6 +131,13 @@ class Core {
   // when a cancel was pending). Returns how many. The reaper calls it.
   StatusOr<int> ExpireLeases();
 
+  // LeaseJob calls now waiting for work (found none and are blocked in the long poll). For
+  // tests that must know a poll is waiting before they make work appear.
+  int WaitingLeasePolls() {
+    absl::MutexLock lock(&mu_);
+    return waiting_lease_polls_;
+  }
+
   // The gauges' view of the store (one consistent read). A terminal sweep is in sweep_jobs
   // while now < its end time + `retention`.
   StatusOr<StateCounts> ReadStateCounts(absl::Duration retention);
@@ -191,8 +198,9 @@ class Core {
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Waiters re-query the store only when a generation moved (not on every wait slice).
-  uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;  // NotifyWork() calls
-  absl::CondVar work_cv_;                       // work_gen_ moved
+  uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;        // NotifyWork() calls
+  int waiting_lease_polls_ ABSL_GUARDED_BY(mu_) = 0;  // see WaitingLeasePolls()
+  absl::CondVar work_cv_;                             // work_gen_ moved
   // The watches of one sweep. An event wakes only its own sweep's watches: one CondVar for all
   // of them made every stored event wake (and re-query) every watch of every sweep.
   struct SweepWatches {

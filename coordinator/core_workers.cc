@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "coordinator/core.h"
+
+#include <absl/cleanup/cleanup.h>
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
 #include "coordinator/scheduler.h"
@@ -144,6 +146,10 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
     return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
   bool first = true;
   uint64_t seen_gen = 0;
+  bool counted = false;  // this call is in waiting_lease_polls_
+  absl::Cleanup uncount = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (counted) --waiting_lease_polls_;
+  };
   while (true) {
     if (shutting_down_) return pb::LeaseJobResponse();
     // Ask the scheduler at the start and whenever the work generation moved.
@@ -156,6 +162,10 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
     }
     const absl::Time now = absl::Now();
     if (now >= deadline || (cancelled && cancelled())) return pb::LeaseJobResponse();
+    if (!counted) {
+      counted = true;
+      ++waiting_lease_polls_;
+    }
     work_cv_.WaitWithDeadline(&mu_, std::min(deadline, now + options_.wait_slice));
   }
 }

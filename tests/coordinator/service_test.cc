@@ -550,13 +550,21 @@ TEST(ServiceTest, LongPollWaitsAndWakesOnSubmit) {
 
   std::future<pb::LeaseJobResponse> polled =
       std::async(std::launch::async, [&] { return h.Lease(worker, 5000); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the poll start waiting
+  // The poll must be waiting (it found no job and blocked) before the submit, so the job can
+  // only reach it through the wake-up, not through its first look.
+  const auto wait_until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (h.core().WaitingLeasePolls() == 0 && std::chrono::steady_clock::now() < wait_until) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(h.core().WaitingLeasePolls(), 1) << "the long poll never started waiting";
   t0 = std::chrono::steady_clock::now();
   pb::SubmitSweepResponse sub;
   ASSERT_TRUE(h.Submit(TinySweep({1}), "req-poll", &sub).ok());
   pb::LeaseJobResponse got = polled.get();
   EXPECT_TRUE(got.has_job());
+  // Woken by the submit, well before the poll's own 5 s deadline.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(h.core().WaitingLeasePolls(), 0);
 
   // Gang: a job of world size 1 never goes to a worker with no free slot.
   EXPECT_FALSE(h.Lease(worker, 0, /*free_slots=*/0).has_job());
