@@ -167,8 +167,12 @@ InactiveLimit=0
 class Cluster:
     """Two Slurm nodes (node1, node2) and a controller, each in its own netns/UTS/mount namespace."""
 
-    def __init__(self, tmp, node_names=("node1", "node2"), cpus=2):
+    def __init__(self, tmp, node_names=("node1", "node2"), cpus=2, keep=()):
         self.tmp = tmp
+        # Host folders the nodes must still see although they are under /tmp, which each node
+        # replaces with its own (a checkout or build folder in /tmp, as in a CI clone there).
+        self.keep = sorted({os.path.realpath(k) for k in keep
+                            if os.path.realpath(k).startswith("/tmp/")})
         self.tag = "%s%d" % (PREFIX, os.getpid())
         self.nodes = [(n, "%s.%d" % (SUBNET, 11 + i)) for i, n in enumerate(node_names)]
         self.cpus = cpus
@@ -233,8 +237,12 @@ class Cluster:
         # Holders: hostname and bind mounts in a private mount namespace per node.
         for n in names:
             ready = os.path.join(self.tmp, n, "ready")
+            # The kept folders are bound aside before /tmp is replaced, then bound back in place.
+            stash = ["{t}/{n}/keep%d" % i for i in range(len(self.keep))]
+            aside = "".join("mkdir -p %s; mount --bind %s %s; " % (d, k, d) for k, d in zip(self.keep, stash))
+            back = "".join("mkdir -p %s; mount --bind %s %s; " % (k, d, k) for k, d in zip(self.keep, stash))
             script = ("set -e; hostname {n}; mount --bind {t}/etc/hosts /etc/hosts; "
-                      "mount --bind {t}/{n}/run {t}/run; mount --bind {t}/{n}/tmp /tmp; "
+                      "mount --bind {t}/{n}/run {t}/run; " + aside + "mount --bind {t}/{n}/tmp /tmp; " + back +
                       "mount -t tmpfs -o size=512m,mode=1777 rdattn-shm-{n} /dev/shm; "
                       "touch {ready}; exec sleep infinity").format(n=n, t=self.tmp, ready=ready)
             log = open(os.path.join(self.tmp, "log", "holder-%s.out" % n), "w")

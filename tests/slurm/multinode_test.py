@@ -478,7 +478,8 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
 
     tmp = tempfile.mkdtemp(prefix="rdattn-multinode-", dir="/var/tmp")  # not /tmp: each node has its own
-    cl = clusterlib.Cluster(tmp)
+    # The build and the deploy scripts stay visible in every node even if they are under /tmp.
+    cl = clusterlib.Cluster(tmp, keep=(args.bin, args.deploy))
     ok = False
     try:
         cl.start()
