@@ -78,9 +78,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (backend != "mpi" && backend != "auto" && backend != "nccl") {
+    std::fprintf(stderr, "--backend: expected mpi, auto or nccl, got '%s'\n", backend.c_str());
+    return 2;
+  }
   at::set_num_threads(1);
-  rdattn::StatusOr<std::unique_ptr<Communicator>> made =
-      rdattn::comm::MakeCommunicator(backend, /*cuda=*/backend == "nccl");
+  rdattn::StatusOr<std::unique_ptr<Communicator>> made = rdattn::comm::MakeCommunicator(
+      backend == "nccl" ? rdattn::Backend::kNccl
+                        : (backend == "auto" ? rdattn::Backend::kAuto : rdattn::Backend::kMpi),
+      backend == "nccl" ? rdattn::Device::kCuda : rdattn::Device::kCpu);
   if (!made.ok()) {
     std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
     return 1;

@@ -14,6 +14,7 @@
 
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
+#include "worker/launch_env.h"
 
 namespace rdattn::comm {
 namespace {
@@ -34,7 +35,7 @@ at::Tensor RankScaled(at::IntArrayRef sizes, at::ScalarType dtype) {
 
 TEST(MpiCommTest, WorldMatchesTheLauncher) {
   EXPECT_EQ(g_comm->backend(), "mpi");
-  EXPECT_EQ(World(), LauncherWorldSize());
+  EXPECT_EQ(World(), launch::ReadLaunchEnv().world_size);
   EXPECT_GE(World(), 2);
   EXPECT_GE(Rank(), 0);
   EXPECT_LT(Rank(), World());
@@ -176,7 +177,7 @@ TEST(MpiCommTest, LayoutMismatchFailsOnEveryRankBeforeBroadcasting) {
 }
 
 TEST(MpiCommTest, FactoryPicksMpiUnderMpirun) {
-  StatusOr<std::unique_ptr<Communicator>> c = MakeCommunicator("auto", /*cuda=*/false);
+  StatusOr<std::unique_ptr<Communicator>> c = MakeCommunicator(Backend::kAuto, Device::kCpu);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   if (c.ok()) {
     EXPECT_EQ((*c)->backend(), "mpi");
@@ -186,7 +187,7 @@ TEST(MpiCommTest, FactoryPicksMpiUnderMpirun) {
     EXPECT_TRUE((*c)->AllReduceSum(one).ok());
     EXPECT_EQ(one.item<int64_t>(), World());
   }
-  StatusOr<std::unique_ptr<Communicator>> local = MakeCommunicator("local", false);
+  StatusOr<std::unique_ptr<Communicator>> local = MakeCommunicator(Backend::kLocal, Device::kCpu);
   EXPECT_FALSE(local.ok());
   EXPECT_NE(local.status().message().find("parallel.backend"), std::string::npos);
 }

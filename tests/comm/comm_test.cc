@@ -237,15 +237,19 @@ TEST(ChecksumTest, DependsOnValuesDtypesShapesAndOrderOnly) {
 }
 
 TEST(FactoryTest, NamesTheFieldForUnknownOrUnavailableBackends) {
-  StatusOr<std::unique_ptr<Communicator>> bogus = MakeCommunicator("gloo", false);
-  ASSERT_FALSE(bogus.ok());
-  EXPECT_EQ(bogus.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bogus.status().message().find("parallel.backend"), std::string::npos);
-  StatusOr<std::unique_ptr<Communicator>> nccl_on_cpu = MakeCommunicator("nccl", false);
+  // An unknown backend name is parallel.backend's parse error (tests/common/run_config_test.cc);
+  // an unresolved device is a caller's mistake, named too.
+  StatusOr<std::unique_ptr<Communicator>> unresolved =
+      MakeCommunicator(Backend::kAuto, Device::kAuto);
+  ASSERT_FALSE(unresolved.ok());
+  EXPECT_EQ(unresolved.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unresolved.status().message().find("parallel.device"), std::string::npos);
+  StatusOr<std::unique_ptr<Communicator>> nccl_on_cpu =
+      MakeCommunicator(Backend::kNccl, Device::kCpu);
   ASSERT_FALSE(nccl_on_cpu.ok());
   EXPECT_NE(nccl_on_cpu.status().message().find("parallel.backend"), std::string::npos);
   if (!MpiBuilt()) {
-    StatusOr<std::unique_ptr<Communicator>> mpi = MakeCommunicator("mpi", false);
+    StatusOr<std::unique_ptr<Communicator>> mpi = MakeCommunicator(Backend::kMpi, Device::kCpu);
     ASSERT_FALSE(mpi.ok());
     EXPECT_EQ(mpi.status().code(), StatusCode::kUnimplemented);
     EXPECT_NE(mpi.status().message().find("parallel.backend"), std::string::npos);
@@ -257,11 +261,11 @@ TEST(FactoryTest, LocalAndAuto) {
   unsetenv("PMI_SIZE");
   unsetenv("SLURM_NTASKS");
   unsetenv("WORLD_SIZE");
-  StatusOr<std::unique_ptr<Communicator>> local = MakeCommunicator("local", false);
+  StatusOr<std::unique_ptr<Communicator>> local = MakeCommunicator(Backend::kLocal, Device::kCpu);
   ASSERT_TRUE(local.ok()) << local.status().ToString();
   EXPECT_EQ((*local)->backend(), "local");
   // auto on CPU: the MPI singleton (rank 0 of 1) when MPI is built, else local.
-  StatusOr<std::unique_ptr<Communicator>> autod = MakeCommunicator("auto", false);
+  StatusOr<std::unique_ptr<Communicator>> autod = MakeCommunicator(Backend::kAuto, Device::kCpu);
   ASSERT_TRUE(autod.ok()) << autod.status().ToString();
   EXPECT_EQ((*autod)->backend(), MpiBuilt() ? "mpi" : "local");
   EXPECT_EQ((*autod)->world_size(), 1);
@@ -272,34 +276,10 @@ TEST(FactoryTest, LocalAndAuto) {
   EXPECT_TRUE((*autod)->Barrier().ok());
   // A launcher that started two ranks rules out "local".
   setenv("SLURM_NTASKS", "2", 1);
-  EXPECT_EQ(LauncherWorldSize(), 2);
-  StatusOr<std::unique_ptr<Communicator>> local2 = MakeCommunicator("local", false);
+  StatusOr<std::unique_ptr<Communicator>> local2 = MakeCommunicator(Backend::kLocal, Device::kCpu);
   ASSERT_FALSE(local2.ok());
   EXPECT_NE(local2.status().message().find("parallel.backend"), std::string::npos);
   unsetenv("SLURM_NTASKS");
-}
-
-TEST(LauncherEnvTest, ReadsTheFirstValidVariable) {
-  for (const char* v :
-       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE",
-        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
-    unsetenv(v);
-  }
-  EXPECT_EQ(LauncherWorldSize(), 1);
-  EXPECT_EQ(LauncherLocalRank(), -1);
-  setenv("WORLD_SIZE", "8", 1);
-  setenv("PMI_SIZE", "junk", 1);
-  EXPECT_EQ(LauncherWorldSize(), 8);
-  setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
-  EXPECT_EQ(LauncherWorldSize(), 3);
-  setenv("SLURM_LOCALID", "2", 1);
-  EXPECT_EQ(LauncherLocalRank(), 2);
-  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
-  EXPECT_EQ(LauncherLocalRank(), 0);
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE", "SLURM_LOCALID",
-                        "OMPI_COMM_WORLD_LOCAL_RANK"}) {
-    unsetenv(v);
-  }
 }
 
 // On a machine without a GPU (or driver) the NCCL backend must fail cleanly — it checks the CUDA
@@ -324,7 +304,8 @@ TEST(NcclTest, WithoutAGpuReturnsAnErrorInsteadOfCrashing) {
     EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented) << c.status().ToString();
     EXPECT_NE(c.status().message().find("no NCCL"), std::string::npos);
   }
-  StatusOr<std::unique_ptr<Communicator>> via_factory = MakeCommunicator("nccl", true);
+  StatusOr<std::unique_ptr<Communicator>> via_factory =
+      MakeCommunicator(Backend::kNccl, Device::kCuda);
   ASSERT_FALSE(via_factory.ok());
   EXPECT_NE(via_factory.status().message().find("parallel.backend"), std::string::npos);
 }

@@ -1,36 +1,15 @@
-// The local (world size 1) communicator, the backend factory, the launcher environment reads,
-// and the UNIMPLEMENTED stand-ins for backends this build lacks. No MPI, NCCL or CUDA headers
-// here: those live in mpi_communicator.cc and nccl_communicator.cc.
+// The local (world size 1) communicator, the backend factory (the launcher's world size from
+// worker/launch_env.h), and the UNIMPLEMENTED stand-ins for backends this build lacks. No MPI, NCCL
+// or CUDA headers here: those live in mpi_communicator.cc and nccl_communicator.cc.
 #include "worker/comm/communicator.h"
 
-#include <cerrno>
-#include <cstdlib>
-#include <initializer_list>
 #include <string>
 #include <utility>
 
+#include "worker/launch_env.h"
+
 namespace rdattn::comm {
 namespace {
-
-// Parses a non-negative decimal integer; -1 if `text` is null, empty, signed or has junk.
-long ParseNonNegative(const char* text) {
-  if (text == nullptr || *text == '\0' || *text == '-' || *text == '+') return -1;
-  errno = 0;
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v > (1L << 30)) return -1;
-  return v;
-}
-
-// The first variable in `names` that holds a valid value accepted by `ok`.
-template <typename Ok>
-long FirstEnv(std::initializer_list<const char*> names, Ok ok) {
-  for (const char* name : names) {
-    const long v = ParseNonNegative(std::getenv(name));
-    if (v >= 0 && ok(v)) return v;
-  }
-  return -1;
-}
 
 class LocalCommunicator final : public Communicator {
  public:
@@ -102,52 +81,45 @@ bool NcclBuilt() {
 #endif
 }
 
-int LauncherWorldSize() {
-  const long v = FirstEnv({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE"},
-                          [](long n) { return n >= 1; });
-  return v >= 1 ? static_cast<int>(v) : 1;
-}
-
-int LauncherLocalRank() {
-  const long v =
-      FirstEnv({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"},
-               [](long) { return true; });
-  return static_cast<int>(v);
-}
-
-StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const std::string& backend, bool cuda) {
-  const int launched = LauncherWorldSize();
-  if (backend == "local") {
-    if (launched > 1) {
-      return InvalidArgumentError(
-          "parallel.backend: \"local\" runs a single rank, but the launcher started " +
-          std::to_string(launched) +
-          " (OMPI_COMM_WORLD_SIZE/PMI_SIZE/SLURM_NTASKS/WORLD_SIZE); "
-          "use \"mpi\", \"nccl\" or \"auto\"");
-    }
-    return MakeLocalCommunicator();
+StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(Backend backend, Device tensors) {
+  if (tensors == Device::kAuto) {
+    return InvalidArgumentError(
+        "parallel.device: resolve \"auto\" to cpu or cuda before choosing a backend");
   }
-  if (backend == "mpi") return Mpi(backend);
-  if (backend == "nccl") {
-    if (!cuda) {
-      return InvalidArgumentError(
-          "parallel.backend: \"nccl\" reduces CUDA tensors, but this run is on the CPU; use "
-          "\"mpi\" or \"auto\"");
-    }
-    if (!NcclBuilt()) {
-      return UnimplementedError(
-          "parallel.backend: \"nccl\" is not available: this build has no NCCL (needs the CUDA "
-          "toolkit, NCCL and MPI at configure time)");
-    }
-    return Nccl(backend);
+  const bool cuda = tensors == Device::kCuda;
+  const std::string name(BackendName(backend));
+  const int launched = launch::ReadLaunchEnv().world_size;
+  switch (backend) {
+    case Backend::kLocal:
+      if (launched > 1) {
+        return InvalidArgumentError(
+            "parallel.backend: \"local\" runs a single rank, but the launcher started " +
+            std::to_string(launched) +
+            " (OMPI_COMM_WORLD_SIZE/PMI_SIZE/SLURM_NTASKS/WORLD_SIZE); "
+            "use \"mpi\", \"nccl\" or \"auto\"");
+      }
+      return MakeLocalCommunicator();
+    case Backend::kMpi:
+      return Mpi(name);
+    case Backend::kNccl:
+      if (!cuda) {
+        return InvalidArgumentError(
+            "parallel.backend: \"nccl\" reduces CUDA tensors, but this run is on the CPU; use "
+            "\"mpi\" or \"auto\"");
+      }
+      if (!NcclBuilt()) {
+        return UnimplementedError(
+            "parallel.backend: \"nccl\" is not available: this build has no NCCL (needs the "
+            "CUDA toolkit, NCCL and MPI at configure time)");
+      }
+      return Nccl(name);
+    case Backend::kAuto:
+      if (cuda && NcclBuilt()) return Nccl(name);
+      if (launched > 1 || MpiBuilt()) return Mpi(name);
+      return MakeLocalCommunicator();
   }
-  if (backend == "auto") {
-    if (cuda && NcclBuilt()) return Nccl(backend);
-    if (launched > 1 || MpiBuilt()) return Mpi(backend);
-    return MakeLocalCommunicator();
-  }
-  return InvalidArgumentError("parallel.backend: unknown backend \"" + backend +
-                              "\" (expected \"auto\", \"local\", \"mpi\" or \"nccl\")");
+  return InvalidArgumentError("parallel.backend: unknown backend " +
+                              std::to_string(static_cast<int>(backend)));
 }
 
 #ifndef RDATTN_HAVE_MPI

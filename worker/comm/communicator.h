@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "common/run_config.h"
 #include "common/status.h"
 
 namespace rdattn::comm {
@@ -53,29 +54,24 @@ StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator();
 
 // NCCL backend: rank and world from MPI (initialised as above); rank 0 creates the
 // ncclUniqueId and broadcasts it over MPI; ncclCommInitRank on CUDA device `device_index`
-// (-1: the local rank from OMPI_COMM_WORLD_LOCAL_RANK / MPI_LOCALRANKID / SLURM_LOCALID /
-// LOCAL_RANK, else the rank within the node from MPI; device 0 when a rank sees one device).
+// (-1: launch::CudaDeviceForRank of the launcher's environment, worker/launch_env.h, with the
+// rank within the node from MPI as the fallback local rank; device() says which).
 // All ranks agree on success before NCCL is touched, so a rank without a GPU makes every rank
 // return an error instead of hanging. Collectives run on CUDA's legacy default stream (the
 // stream LibTorch uses unless a stream guard says otherwise) and synchronise it before
 // returning. FAILED_PRECONDITION without a usable GPU; UNIMPLEMENTED when the build has no NCCL.
 StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(int device_index = -1);
 
-// Picks a backend by name: "local", "mpi", "nccl" or "auto". "auto" → nccl if `cuda` (the
-// tensors will be CUDA) and NCCL is built; else mpi if the launcher reports world > 1 or MPI is
-// built; else local. Unknown names (INVALID_ARGUMENT) and backends this build or run cannot
-// provide (UNIMPLEMENTED / INVALID_ARGUMENT) give errors that name "parallel.backend".
-StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const std::string& backend, bool cuda);
+// Picks the backend of parallel.backend for tensors on `tensors` (Device::kCpu or kCuda: the
+// run's resolved device; kAuto is INVALID_ARGUMENT). kAuto → nccl for CUDA tensors when NCCL is
+// built; else mpi if the launcher reports world > 1 or MPI is built; else local. Backends this
+// build or run cannot provide (UNIMPLEMENTED / INVALID_ARGUMENT) give errors that name
+// "parallel.backend". For CUDA tensors, use the communicator's device() for the model: the NCCL
+// backend picks it from the launcher's environment (worker/launch_env.h).
+StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(Backend backend, Device tensors);
 
 // What this build provides.
 bool MpiBuilt();
 bool NcclBuilt();
-
-// The world size the launcher put in the environment: OMPI_COMM_WORLD_SIZE, PMI_SIZE,
-// SLURM_NTASKS, WORLD_SIZE (first one set and valid); 1 if none.
-int LauncherWorldSize();
-// The rank within the node: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID,
-// LOCAL_RANK; -1 if none.
-int LauncherLocalRank();
 
 }  // namespace rdattn::comm

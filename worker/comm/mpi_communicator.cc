@@ -14,6 +14,7 @@
 
 #include "worker/comm/communicator.h"
 #include "worker/comm/mpi_util.h"
+#include "worker/launch_env.h"
 
 namespace rdattn::comm {
 namespace internal {
@@ -197,7 +198,7 @@ StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator() {
     internal::FreeComm(&comm);
     return InternalError("MPI backend: MPI_Comm_rank/MPI_Comm_size failed");
   }
-  const int launched = LauncherWorldSize();
+  const int launched = launch::ReadLaunchEnv().world_size;
   if (world == 1 && launched > 1) {
     // Every process is its own singleton: the launcher's MPI and ours do not talk (e.g. srun
     // without --mpi=pmix). Training would silently run `launched` independent copies.

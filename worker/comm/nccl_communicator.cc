@@ -18,6 +18,7 @@
 
 #include "worker/comm/communicator.h"
 #include "worker/comm/mpi_util.h"
+#include "worker/launch_env.h"
 
 namespace rdattn::comm {
 namespace {
@@ -228,11 +229,9 @@ Status SelectDevice(int requested, int node_rank, int* device) {
   RDATTN_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (count <= 0) return FailedPreconditionError("no CUDA device is visible");
   int d = requested;
-  if (d < 0) {
-    const int local = LauncherLocalRank();
-    // One visible device per rank (CUDA_VISIBLE_DEVICES set per task): it is device 0.
-    d = count == 1 ? 0 : (local >= 0 ? local : node_rank);
-  }
+  // One visible device per rank (CUDA_VISIBLE_DEVICES set per task): it is device 0; else the
+  // launcher's local rank (or the rank within the node) modulo the visible devices.
+  if (d < 0) d = launch::CudaDeviceForRank(launch::ReadLaunchEnv(), count, node_rank);
   if (d >= count) {
     return FailedPreconditionError("CUDA device " + std::to_string(d) + " requested, but only " +
                                    std::to_string(count) + " visible");

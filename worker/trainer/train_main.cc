@@ -181,8 +181,8 @@ int RunTrain(const Args& a) {
   }
   const bool cuda = cfg->parallel.device == rdattn::Device::kCuda ||
                     (cfg->parallel.device == rdattn::Device::kAuto && torch::cuda::is_available());
-  auto comm =
-      rdattn::comm::MakeCommunicator(std::string(rdattn::BackendName(cfg->parallel.backend)), cuda);
+  auto comm = rdattn::comm::MakeCommunicator(cfg->parallel.backend,
+                                             cuda ? rdattn::Device::kCuda : rdattn::Device::kCpu);
   if (!comm.ok()) {
     std::fprintf(stderr, "rdattn-train: %s\n", comm.status().ToString().c_str());
     return ExitFor(comm.status());

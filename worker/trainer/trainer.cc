@@ -27,6 +27,7 @@
 #include "worker/comm/buckets.h"
 #include "worker/data/shard.h"
 #include "worker/io/safetensors.h"
+#include "worker/launch_env.h"
 #include "worker/trainer/checkpoint.h"
 #include "worker/trainer/fence.h"
 #include "worker/trainer/sampler.h"
@@ -117,17 +118,21 @@ struct Runtime {
   bool cuda = false;
 };
 
-StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, int local_rank) {
+// The device decided once: the communicator's for NCCL (it chose it from the launcher's
+// environment), else launch::CudaDeviceForRank by the same rule.
+StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, const comm::Communicator& comm) {
   Runtime rt;
   const bool have_cuda = torch::cuda::is_available();
   rt.cuda = p.device == Device::kCuda || (p.device == Device::kAuto && have_cuda);
   if (rt.cuda && !have_cuda)
     return FailedPreconditionError(
         "parallel.device: cuda was requested but LibTorch sees no CUDA device");
-  if (rt.cuda) {
-    const int64_t n = static_cast<int64_t>(torch::cuda::device_count());
-    rt.device =
-        at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % std::max<int64_t>(n, 1)));
+  if (rt.cuda && comm.device().is_cuda()) {
+    rt.device = comm.device();
+  } else if (rt.cuda) {
+    const int n = static_cast<int>(torch::cuda::device_count());
+    const int d = launch::CudaDeviceForRank(launch::ReadLaunchEnv(), n, /*fallback=*/0);
+    rt.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(std::max(d, 0)));
   }
   const Precision prec = p.precision == Precision::kAuto
                              ? (rt.cuda ? Precision::kBf16 : Precision::kFp32)
@@ -137,12 +142,6 @@ StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, int local_rank) {
   rt.param_dtype = prec == Precision::kFp64 ? at::kDouble : at::kFloat;
   rt.autocast_bf16 = prec == Precision::kBf16;
   return rt;
-}
-
-int LocalRank() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"})
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  return 0;
 }
 
 StatusOr<std::vector<data::Shard>> OpenShards(const std::vector<std::string>& patterns,
@@ -388,7 +387,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                                    std::to_string(cfg.parallel.world_size) +
                                    " ranks but the launcher started " + std::to_string(world));
   if (cfg.parallel.threads_per_rank > 0) at::set_num_threads(cfg.parallel.threads_per_rank);
-  RDATTN_ASSIGN_OR_RETURN(const Runtime rt, ResolveRuntime(cfg.parallel, LocalRank()));
+  RDATTN_ASSIGN_OR_RETURN(const Runtime rt, ResolveRuntime(cfg.parallel, comm));
 
   // Data: every token id is checked against the model's vocabulary when a shard is opened.
   const auto vocab = static_cast<uint32_t>(cfg.model.vocab_size);
