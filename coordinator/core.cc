@@ -638,6 +638,8 @@ StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req)
     options.formats.insert(f);
   }
   options.omit_files = req.omit_files();
+  options.gnuplot_binary = options_.report_gnuplot;
+  options.temp_parent = options_.report_temp_dir;
   options.reference_arm = req.reference_arm();
   options.confidence_level =
       req.confidence_level() == 0 ? kDefaultConfidenceLevel : req.confidence_level();

@@ -46,6 +46,11 @@ struct CoreOptions {
   // After the core starts, no lease expires for this long: workers get one full lease period
   // to reach a restarted coordinator before their leases are taken. Negative: lease_ttl.
   absl::Duration restart_grace = absl::Seconds(-1);
+  // GetReport's plots (ReportOptions::gnuplot_binary, temp_parent): rdattn-coordinator sets
+  // them from --gnuplot (resolved to an absolute path once at startup; empty: no plots) and
+  // --report-temp-dir, so no request reads PATH or TMPDIR.
+  std::string report_gnuplot = "gnuplot";
+  std::string report_temp_dir = "/tmp";
 };
 
 // What the core counts for the metrics (docs/metrics.md, coordinator/metrics.h implements it).

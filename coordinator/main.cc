@@ -15,10 +15,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -28,6 +31,7 @@
 #include "coordinator/core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/service.h"
+#include "coordinator/stats/render.h"
 #include "coordinator/store.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -54,6 +58,12 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "empty: no metrics");
 ABSL_FLAG(int, metrics_retention, 300,
           "seconds a terminal sweep keeps its rdattn_sweep_jobs series (>= 0)");
+ABSL_FLAG(std::string, gnuplot, "gnuplot",
+          "gnuplot executable for GetReport's plots: a path, or a name looked up in PATH once at "
+          "startup; empty: reports have no plots");
+ABSL_FLAG(std::string, report_temp_dir, "",
+          "folder under which GetReport draws its plots (a private subfolder per report, removed "
+          "afterwards); empty: $TMPDIR, else /tmp");
 
 namespace {
 
@@ -84,6 +94,41 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const std::string
 int Fail(const Status& st) {
   std::fprintf(stderr, "rdattn-coordinator: %s\n", st.ToString().c_str());
   return 1;
+}
+
+// --gnuplot, resolved once: the absolute path every report runs, or "" (no plots). A missing
+// default ("gnuplot" not in PATH) is a warning, as the coordinator works without plots; a
+// missing binary that was asked for by name or path is an error.
+StatusOr<std::string> ResolveGnuplot(const std::string& flag) {
+  if (flag.empty()) {
+    LOG(INFO) << "--gnuplot is empty: reports have no plots";
+    return std::string();
+  }
+  StatusOr<std::string> found = stats::FindGnuplot(flag);
+  if (found.ok()) {
+    LOG(INFO) << "report plots drawn by " << *found;
+    return found;
+  }
+  if (flag != "gnuplot") return InvalidArgumentError("--gnuplot: " + found.status().message());
+  LOG(WARNING) << "--gnuplot: " << found.status().message() << "; reports will have no plots";
+  return std::string();
+}
+
+// --report-temp-dir, else $TMPDIR, else /tmp (the environment is read here, once). A given
+// folder must exist; one from the environment that does not is a warning (reports then say
+// their plots were not drawn).
+StatusOr<std::string> ResolveReportTempDir(const std::string& flag) {
+  std::string dir = flag;
+  if (dir.empty()) {
+    const char* env = std::getenv("TMPDIR");
+    dir = env != nullptr && *env != '\0' ? env : "/tmp";
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    if (!flag.empty()) return InvalidArgumentError("--report-temp-dir: no folder " + dir);
+    LOG(WARNING) << "report temporary folder " << dir << " (from TMPDIR) does not exist";
+  }
+  return dir;
 }
 
 }  // namespace
@@ -158,6 +203,13 @@ int main(int argc, char** argv) {
     return Fail(
         InvalidArgumentError("--restart-grace-seconds: must be >= 0 (or -1: the lease time)"));
   options.restart_grace = grace_s < 0 ? options.lease_ttl : absl::Seconds(grace_s);
+  StatusOr<std::string> gnuplot = ResolveGnuplot(absl::GetFlag(FLAGS_gnuplot));
+  if (!gnuplot.ok()) return Fail(gnuplot.status());
+  options.report_gnuplot = *gnuplot;
+  StatusOr<std::string> report_temp_dir =
+      ResolveReportTempDir(absl::GetFlag(FLAGS_report_temp_dir));
+  if (!report_temp_dir.ok()) return Fail(report_temp_dir.status());
+  options.report_temp_dir = *report_temp_dir;
   Core core(std::move(*store), &clock, options, metrics.get());
   core.StartReaper();
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -299,14 +298,11 @@ StatusOr<std::string> ReadWholeFile(const fs::path& path) {
   return s.str();
 }
 
-// A fresh private folder under `parent` ($TMPDIR or /tmp when empty), removed by the destructor.
+// A fresh private folder under `parent` (/tmp when empty), removed by the destructor.
 class TempDir {
  public:
   static StatusOr<std::unique_ptr<TempDir>> Make(std::string parent) {
-    if (parent.empty()) {
-      const char* env = std::getenv("TMPDIR");
-      parent = env != nullptr && *env != '\0' ? env : "/tmp";
-    }
+    if (parent.empty()) parent = "/tmp";
     std::string templ = (fs::path(parent) / "rdattn-report-XXXXXX").string();
     if (::mkdtemp(templ.data()) == nullptr) {
       return InternalError("cannot create a temporary folder in " + parent);
@@ -330,6 +326,11 @@ class TempDir {
 // four PNGs, then the gnuplot scripts and data.
 StatusOr<std::vector<pb::ReportFile>> RenderPlots(const stats::ReportTables& tables,
                                                   const ReportOptions& options) {
+  if (options.gnuplot_binary.empty()) {
+    return FailedPreconditionError(
+        "no gnuplot: rdattn-coordinator found none at startup (--gnuplot); install gnuplot "
+        "(Debian: gnuplot-nox) and restart it");
+  }
   RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<TempDir> tmp, TempDir::Make(options.temp_parent));
   const fs::path plots = tmp->path() / "plots";
   RDATTN_RETURN_IF_ERROR(stats::WriteGnuplotScripts(tables, plots.string()));

@@ -6,7 +6,9 @@
 // report.json. Missing data is listed in Report.missing, never dropped.
 //
 // Core::GetReport copies a ReportSource under its mutex and calls BuildReport without it, so a
-// long bootstrap or a slow gnuplot never blocks the other handlers.
+// long bootstrap or a slow gnuplot never blocks the other handlers. The gnuplot binary and the
+// temporary folder's parent come in ReportOptions, set by rdattn-coordinator from --gnuplot
+// (resolved once at startup) and --report-temp-dir: BuildReport reads no environment.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +49,14 @@ struct ReportOptions {
   // Files to render: "md" (report.md and plots/), "csv", "json"; empty: all three.
   std::set<std::string> formats;
   bool omit_files = false;  // only the Report message
+  // The gnuplot executable. rdattn-coordinator passes the absolute path it resolved at startup
+  // (stats::FindGnuplot), so no report searches PATH; a bare name (this default, for tests and
+  // tools) is looked up in PATH when the plots are drawn. Empty: no plots (report.md and
+  // `warning` say why).
   std::string gnuplot_binary = "gnuplot";
-  // Parent of the temporary plot folder; empty: $TMPDIR, else /tmp.
-  std::string temp_parent;
+  // Parent of the temporary plot folder (rdattn-coordinator: --report-temp-dir, whose default
+  // is $TMPDIR, read once in main); empty: /tmp.
+  std::string temp_parent = "/tmp";
 };
 
 // The bootstrap seed of a sweep's report: FNV-1a 64 of the sweep id (offset basis

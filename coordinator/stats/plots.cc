@@ -1,6 +1,7 @@
 // WriteGnuplotScripts() and RunGnuplot(): the report's four PNGs, drawn by gnuplot (Debian
 // gnuplot-nox) with the pngcairo terminal. Each script X.gp reads X_*.dat next to it and writes
-// X.png; RunGnuplot runs them with the plots folder as working directory.
+// X.png; RunGnuplot runs them with the plots folder as working directory. FindGnuplot is the
+// only PATH lookup (the coordinator calls it once, at startup).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -426,9 +427,11 @@ Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
   return WriteText(dir / "delta_vs_tokens.gp", gp.str());
 }
 
+// `name` itself when it holds a '/', else the first executable regular file `name` in a PATH
+// folder (an empty entry is "."); made absolute, since the child changes folder before execv.
 std::string FindExecutable(const std::string& name) {
   if (name.find('/') != std::string::npos) {
-    return access(name.c_str(), X_OK) == 0 ? name : std::string();
+    return access(name.c_str(), X_OK) == 0 ? fs::absolute(name).string() : std::string();
   }
   const char* path = std::getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -442,7 +445,7 @@ std::string FindExecutable(const std::string& name) {
     struct stat st;
     if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
         access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
+      return fs::absolute(candidate).string();
     }
     start = end + 1;
   }
@@ -520,6 +523,15 @@ Status WriteGnuplotScripts(const ReportTables& tables, const std::string& out_di
   return Status::Ok();
 }
 
+StatusOr<std::string> FindGnuplot(const std::string& name_or_path) {
+  std::string binary = FindExecutable(name_or_path);
+  if (binary.empty()) {
+    return FailedPreconditionError("\"" + name_or_path +
+                                   "\" not found; install gnuplot (Debian: gnuplot-nox)");
+  }
+  return binary;
+}
+
 Status RunGnuplot(const std::string& out_dir, const std::string& gnuplot_binary) {
   std::error_code ec;
   std::vector<std::string> scripts;
@@ -529,12 +541,13 @@ Status RunGnuplot(const std::string& out_dir, const std::string& gnuplot_binary)
   if (ec) return NotFoundError("cannot list " + out_dir + ": " + ec.message());
   if (scripts.empty()) return NotFoundError("no gnuplot scripts (*.gp) in " + out_dir);
   std::sort(scripts.begin(), scripts.end());
-  const std::string binary = FindExecutable(gnuplot_binary);
-  if (binary.empty()) {
-    return FailedPreconditionError(
-        "cannot draw " + scripts.front() + " (and " + std::to_string(scripts.size() - 1) +
-        " more): \"" + gnuplot_binary + "\" not found; install gnuplot (Debian: gnuplot-nox)");
+  StatusOr<std::string> found = FindGnuplot(gnuplot_binary);
+  if (!found.ok()) {
+    return FailedPreconditionError("cannot draw " + scripts.front() + " (and " +
+                                   std::to_string(scripts.size() - 1) +
+                                   " more): " + found.status().message());
   }
+  const std::string& binary = *found;
   for (const std::string& script : scripts) {
     int exit_status = 0;
     std::string output;

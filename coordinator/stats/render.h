@@ -307,9 +307,15 @@ std::string RenderJson(const ReportTables& tables);
 // terminal) into out_dir, creating it. Old *.dat, *.gp and *.png files in out_dir are removed
 // first: give it a folder of its own (WriteReportFiles uses DIR/plots).
 Status WriteGnuplotScripts(const ReportTables& tables, const std::string& out_dir);
+// The gnuplot executable as an absolute path: `name_or_path` itself when it holds a '/' (and is
+// executable), else the first match in $PATH. FAILED_PRECONDITION "\"NAME\" not found; install
+// gnuplot (Debian: gnuplot-nox)" otherwise. The only PATH lookup here: rdattn-coordinator calls
+// it once at startup (--gnuplot) and hands the path to every report.
+StatusOr<std::string> FindGnuplot(const std::string& name_or_path);
 // Runs `gnuplot_binary SCRIPT` in out_dir for every *.gp there (name order), with fork/exec (no
-// shell; PATH is searched before the fork, the child only dup2/chdir/execv). An error names the
-// script: gnuplot missing (FAILED_PRECONDITION), its exit status and output, or no PNG written.
+// shell; the child only dup2/chdir/execv). gnuplot_binary goes through FindGnuplot first: give
+// an absolute path and no PATH is searched. An error names the script: gnuplot missing
+// (FAILED_PRECONDITION), its exit status and output, or no PNG written.
 Status RunGnuplot(const std::string& out_dir, const std::string& gnuplot_binary = "gnuplot");
 
 // `rdattn report --format md|csv|json --out DIR`: writes report.md (+ plots/ with data, scripts

@@ -444,5 +444,41 @@ TEST(ReportTest, WithoutGnuplotTheMarkdownSaysWhy) {
   EXPECT_TRUE(std::filesystem::is_empty(tmp.File("")));
 }
 
+// rdattn-coordinator passes "" when --gnuplot found nothing at startup: no plots, no search.
+TEST(ReportTest, NoGnuplotConfiguredMeansNoPlots) {
+  testing::TempDir tmp;
+  Built b = Finished();
+  ReportOptions options;
+  options.temp_parent = tmp.File("");
+  options.bootstrap_resamples = 100;
+  options.gnuplot_binary = "";
+  pb::GetReportResponse resp = BuildReport(b.src, options);
+  EXPECT_NE(resp.warning().find("no gnuplot"), std::string::npos) << resp.warning();
+  const pb::ReportFile* md = FindFile(resp, "report.md");
+  ASSERT_NE(md, nullptr);
+  EXPECT_NE(md->content().find("Plots were not drawn: FAILED_PRECONDITION: no gnuplot"),
+            std::string::npos);
+  for (const pb::ReportFile& f : resp.files()) EXPECT_NE(f.media_type(), "image/png") << f.name();
+  EXPECT_NE(FindFile(resp, "paired.csv"), nullptr);
+  EXPECT_NE(FindFile(resp, "report.json"), nullptr);
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.File("")));
+}
+
+// The temporary folder is the one given: an absent parent leaves the plots out and says so.
+TEST(ReportTest, PlotsAreDrawnUnderTheGivenTempParent) {
+  testing::TempDir tmp;
+  Built b = Finished();
+  ReportOptions options;
+  options.temp_parent = tmp.File("no-such-folder");
+  options.bootstrap_resamples = 100;
+  options.formats = {"md"};
+  pb::GetReportResponse resp = BuildReport(b.src, options);
+  EXPECT_NE(
+      resp.warning().find("cannot create a temporary folder in " + tmp.File("no-such-folder")),
+      std::string::npos)
+      << resp.warning();
+  ASSERT_EQ(resp.files_size(), 1);
+}
+
 }  // namespace
 }  // namespace rdattn::coordinator
