@@ -31,7 +31,7 @@
 #include "coordinator/core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/service.h"
-#include "coordinator/stats/render.h"
+#include "coordinator/stats/plots.h"
 #include "coordinator/store.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",

@@ -20,6 +20,8 @@
 
 #include "coordinator/proto_convert.h"
 #include "coordinator/seed_policy.h"
+#include "coordinator/stats/plots.h"
+#include "coordinator/stats/render.h"
 #include "proto/contract/contract.h"
 
 namespace rdattn::coordinator {

@@ -1,6 +1,6 @@
 // The paired report of a sweep (GetReport), built from stored data only (no store access, no
 // clock): the store's rows become a stats::ReportInput (one RunResult per job), the statistics
-// library builds the tables (coordinator/stats/render.h, docs/report.md), and they are turned
+// library builds the tables (coordinator/stats/tables.h, docs/report.md), and they are turned
 // into the pb::Report message and, unless asked not to, rendered into files: report.md with
 // four PNG plots drawn by gnuplot in a temporary folder (removed afterwards), the CSV files and
 // report.json. Missing data is listed in Report.missing, never dropped.
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/stats/render.h"
+#include "coordinator/stats/tables.h"
 #include "coordinator/store.h"
 #include "rdattn/v1/coordinator.pb.h"
 #include "rdattn/v1/sweep.pb.h"

@@ -23,7 +23,7 @@
 #include <system_error>
 #include <vector>
 
-#include "coordinator/stats/render.h"
+#include "coordinator/stats/plots.h"
 
 namespace rdattn::stats {
 namespace {

@@ -1,4 +1,4 @@
-// BuildTables(): from the runs of a sweep to the report's tables (render.h).
+// BuildTables(): from the runs of a sweep to the report's tables (tables.h).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "coordinator/stats/render.h"
+#include "coordinator/stats/tables.h"
 
 namespace rdattn::stats {
 namespace {

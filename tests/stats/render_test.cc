@@ -5,6 +5,7 @@
 // RDATTN_REPORT_TEST_OUT=DIR keeps what the file-writing tests render, in DIR/<name> (e.g.
 // DIR/paper/report.md and DIR/paper/plots/*.png), to look at.
 #include "coordinator/stats/render.h"
+#include "coordinator/stats/plots.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
