@@ -27,6 +27,7 @@ PACKAGES=(
   nodejs npm jargon-text gnuplot-nox prometheus python3-grpcio python3-protobuf
   slurm-wlm munge iproute2
   clang-14 libclang-rt-14-dev llvm-14 openssl clang-format clang-tidy shellcheck
+  buildah debootstrap
 )
 
 sudo_cmd=()
