@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command: installs the Debian packages and data (scripts/setup.sh), builds
 # everything in Release with warnings as errors, runs the linters (scripts/lint.sh) and every test
-# with ctest.
+# with ctest, then builds the coordinator, worker and client tests with ASan+UBSan (build-asan/)
+# and with TSan (build-tsan/) and runs them there (docs/build.md).
 #
 #   scripts/test.sh                 what CI runs (.ci/run)
 #   scripts/test.sh -R layering     extra arguments go to the main ctest run
-#   RDATTN_LINT=0 scripts/test.sh -R layering   skips the lint phase
+#   RDATTN_LINT=0 RDATTN_SANITIZERS=0 scripts/test.sh -R layering   skip those phases locally
 #
 # Run it as root or as a user with sudo on Debian 12. Exits non-zero on any failure.
 set -euo pipefail
@@ -19,3 +20,9 @@ rdattn_env
 rdattn_phase build rdattn_build
 if [ "${RDATTN_LINT:-1}" != 0 ]; then rdattn_phase lint scripts/lint.sh "$RDATTN_BUILD_DIR"; fi
 rdattn_phase test ctest --test-dir "$RDATTN_BUILD_DIR" --output-on-failure --timeout 900 "$@"
+if [ "${RDATTN_SANITIZERS:-1}" != 0 ]; then
+  rdattn_phase asan-build rdattn_sanitize_build "$RDATTN_ROOT/build-asan" address,undefined
+  rdattn_phase asan-test rdattn_sanitize_test "$RDATTN_ROOT/build-asan" -j2
+  rdattn_phase tsan-build rdattn_sanitize_build "$RDATTN_ROOT/build-tsan" thread
+  rdattn_phase tsan-test rdattn_sanitize_test "$RDATTN_ROOT/build-tsan" -j2 -E "$RDATTN_TSAN_EXCLUDE"
+fi
