@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/field_error.h"
 #include "common/field_key.h"
 
 namespace rdattn {
@@ -52,69 +53,10 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr int64_t kGpt2Ids = 50257;  // 50256 BPE tokens + <|endoftext|>
 constexpr int64_t kByteIds = 257;    // 256 bytes + EOT
 
-// ------------------------------------------------------------------------------------------
-// Errors: "path: reason", kept in the order found. A path that had a syntax error (wrong type,
-// out of range) or is missing is "bad": later validation errors on the same path are dropped,
-// so one mistake is reported once.
-
-struct Error {
-  std::string path;
-  std::string reason;
-  int section_rank = 0;  // validation errors are ordered by their top-level section
-};
-
-class Errors {
- public:
-  // A syntax error found by the walk (document order).
-  void Syntax(const std::string& path, std::string reason) {
-    syntax_.push_back({path, std::move(reason), 0});
-    bad_.insert(path);
-  }
-  // A validation error; dropped when the path already has an error that makes it moot.
-  void Check(const std::string& path, std::string reason) {
-    if (bad_.count(path)) return;
-    checks_.push_back({path, std::move(reason), 0});
-  }
-  // A validation error that also makes the path bad (e.g. "required").
-  void CheckAndMark(const std::string& path, std::string reason) {
-    Check(path, std::move(reason));
-    bad_.insert(path);
-  }
-  // Marks a path bad without a message of its own (its elements carry the messages).
-  void MarkBad(const std::string& path) { bad_.insert(path); }
-  bool Bad(const std::string& path) const { return bad_.count(path) > 0; }
-  bool empty() const { return syntax_.empty() && checks_.empty(); }
-
-  // Syntax errors in document order, then validation errors by the document position of their
-  // top-level section (sections absent from the document follow, in RunSpec field order).
-  std::string Joined(const std::function<int(const std::string&)>& section_rank) {
-    for (auto& e : checks_) e.section_rank = section_rank(e.path);
-    std::stable_sort(checks_.begin(), checks_.end(), [](const Error& a, const Error& b) {
-      return a.section_rank < b.section_rank;
-    });
-    std::string out;
-    for (const auto* list : {&syntax_, &checks_}) {
-      for (const auto& e : *list) {
-        if (!out.empty()) out += "; ";
-        out += (e.path.empty() ? std::string("RunSpec") : e.path) + ": " + e.reason;
-      }
-    }
-    return out;
-  }
-
- private:
-  std::vector<Error> syntax_;
-  std::vector<Error> checks_;
-  std::set<std::string> bad_;
-};
-
-std::string Join(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-
-std::string Index(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
+// Errors (common/field_error.h): a path that had a syntax error (wrong type, out of range) or
+// is missing is marked bad, and later validation errors on it are dropped, so one mistake is
+// reported once. Syntax errors come first, in document order; validation errors follow, ordered
+// by their top-level section (ParseOrdered).
 
 // A short rendering of a JSON value for error messages.
 std::string Describe(const OJson& v) {
@@ -160,7 +102,7 @@ std::optional<int64_t> ParseDecimalInt(std::string_view s) {
 }
 
 std::optional<int64_t> ReadInt(const OJson& v, const std::string& path, int64_t lo, int64_t hi,
-                               std::string_view type, Errors& e) {
+                               std::string_view type, FieldErrors& e) {
   const std::string expected =
       "expected " + std::string(type) + " (a JSON integer or a decimal string), got " + Describe(v);
   const std::string range =
@@ -169,7 +111,7 @@ std::optional<int64_t> ReadInt(const OJson& v, const std::string& path, int64_t 
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(hi)) {
-      e.Syntax(path, range);
+      e.AddAndMarkBad(path, range);
       return std::nullopt;
     }
     out = static_cast<int64_t>(u);
@@ -178,12 +120,12 @@ std::optional<int64_t> ReadInt(const OJson& v, const std::string& path, int64_t 
   } else if (v.is_number_float()) {
     const double d = v.get<double>();
     if (!std::isfinite(d) || d != std::floor(d)) {
-      e.Syntax(path, expected);
+      e.AddAndMarkBad(path, expected);
       return std::nullopt;
     }
     // [-2^63, 2^63) is exactly representable at its ends.
     if (d < -9223372036854775808.0 || d >= 9223372036854775808.0) {
-      e.Syntax(path, range);
+      e.AddAndMarkBad(path, range);
       return std::nullopt;
     }
     out = static_cast<int64_t>(d);
@@ -193,35 +135,35 @@ std::optional<int64_t> ReadInt(const OJson& v, const std::string& path, int64_t 
     if (!out) {
       // Digits that overflow int64 are a range error, anything else a type error.
       const bool digits = !s.empty() && s.find_first_not_of("-0123456789") == std::string::npos;
-      e.Syntax(path, digits ? range : expected);
+      e.AddAndMarkBad(path, digits ? range : expected);
       return std::nullopt;
     }
   } else {
-    e.Syntax(path, expected);
+    e.AddAndMarkBad(path, expected);
     return std::nullopt;
   }
   if (*out < lo || *out > hi) {
-    e.Syntax(path, range);
+    e.AddAndMarkBad(path, range);
     return std::nullopt;
   }
   return out;
 }
 
-std::optional<int64_t> ReadInt32(const OJson& v, const std::string& path, Errors& e) {
+std::optional<int64_t> ReadInt32(const OJson& v, const std::string& path, FieldErrors& e) {
   return ReadInt(v, path, kInt32Min, kInt32Max, "an int32", e);
 }
-std::optional<int64_t> ReadInt64(const OJson& v, const std::string& path, Errors& e) {
+std::optional<int64_t> ReadInt64(const OJson& v, const std::string& path, FieldErrors& e) {
   return ReadInt(v, path, kInt64Min, kInt64Max, "an int64", e);
 }
 
-std::optional<uint64_t> ReadUint64(const OJson& v, const std::string& path, Errors& e) {
+std::optional<uint64_t> ReadUint64(const OJson& v, const std::string& path, FieldErrors& e) {
   const std::string expected =
       "expected a uint64 (a non-negative JSON integer or a decimal string), got " + Describe(v);
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer()) {
     const int64_t i = v.get<int64_t>();
     if (i < 0) {
-      e.Syntax(path, expected);
+      e.AddAndMarkBad(path, expected);
       return std::nullopt;
     }
     return static_cast<uint64_t>(i);
@@ -230,7 +172,7 @@ std::optional<uint64_t> ReadUint64(const OJson& v, const std::string& path, Erro
     const double d = v.get<double>();
     if (std::isfinite(d) && d == std::floor(d) && d >= 0 && d < 18446744073709551616.0)
       return static_cast<uint64_t>(d);
-    e.Syntax(path, expected);
+    e.AddAndMarkBad(path, expected);
     return std::nullopt;
   }
   if (v.is_string()) {
@@ -240,16 +182,16 @@ std::optional<uint64_t> ReadUint64(const OJson& v, const std::string& path, Erro
     auto [p, ec] = std::from_chars(s.data(), end, u);
     if (!s.empty() && ec == std::errc() && p == end) return u;
     const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-    e.Syntax(path, digits ? Describe(v) + " is out of the uint64 range" : expected);
+    e.AddAndMarkBad(path, digits ? Describe(v) + " is out of the uint64 range" : expected);
     return std::nullopt;
   }
-  e.Syntax(path, expected);
+  e.AddAndMarkBad(path, expected);
   return std::nullopt;
 }
 
 // Doubles: JSON numbers, or the strings "NaN", "Infinity", "-Infinity" (and decimal strings),
 // as protobuf's JSON mapping allows. Non-finite values are rejected later, by the checks.
-std::optional<double> ReadDouble(const OJson& v, const std::string& path, Errors& e) {
+std::optional<double> ReadDouble(const OJson& v, const std::string& path, FieldErrors& e) {
   if (v.is_number()) return v.get<double>();
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
@@ -261,21 +203,21 @@ std::optional<double> ReadDouble(const OJson& v, const std::string& path, Errors
     auto [p, ec] = std::from_chars(s.data(), end, d);
     if (!s.empty() && ec == std::errc() && p == end && std::isfinite(d)) return d;
   }
-  e.Syntax(path,
-           "expected a double (a JSON number, or \"NaN\", \"Infinity\" or \"-Infinity\"), got " +
-               Describe(v));
+  e.AddAndMarkBad(
+      path, "expected a double (a JSON number, or \"NaN\", \"Infinity\" or \"-Infinity\"), got " +
+                Describe(v));
   return std::nullopt;
 }
 
-std::optional<std::string> ReadString(const OJson& v, const std::string& path, Errors& e) {
+std::optional<std::string> ReadString(const OJson& v, const std::string& path, FieldErrors& e) {
   if (v.is_string()) return v.get<std::string>();
-  e.Syntax(path, "expected a string, got " + Describe(v));
+  e.AddAndMarkBad(path, "expected a string, got " + Describe(v));
   return std::nullopt;
 }
 
-std::optional<bool> ReadBool(const OJson& v, const std::string& path, Errors& e) {
+std::optional<bool> ReadBool(const OJson& v, const std::string& path, FieldErrors& e) {
   if (v.is_boolean()) return v.get<bool>();
-  e.Syntax(path, "expected true or false, got " + Describe(v));
+  e.AddAndMarkBad(path, "expected true or false, got " + Describe(v));
   return std::nullopt;
 }
 
@@ -310,23 +252,23 @@ const EnumEntry<T>& Canonical(const EnumEntry<T> (&table)[N], T value) {
 // Enums: the proto name, the short lowercase name, or the number.
 template <typename T, size_t N>
 std::optional<int> ReadEnum(const OJson& v, const std::string& path, const EnumEntry<T> (&table)[N],
-                            std::string_view valid, Errors& e) {
+                            std::string_view valid, FieldErrors& e) {
   const std::string hint = "; valid: " + std::string(valid);
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
     for (const auto& entry : table)
       if (s == entry.proto || s == entry.short_name) return entry.number;
-    e.Syntax(path, "unknown value " + Quote(s) + hint);
+    e.AddAndMarkBad(path, "unknown value " + Quote(s) + hint);
     return std::nullopt;
   }
   if (v.is_number()) {
     const double d = v.get<double>();
     for (const auto& entry : table)
       if (d == entry.number) return entry.number;
-    e.Syntax(path, "unknown value " + Describe(v) + hint);
+    e.AddAndMarkBad(path, "unknown value " + Describe(v) + hint);
     return std::nullopt;
   }
-  e.Syntax(path, "expected an enum value (a name or a number), got " + Describe(v) + hint);
+  e.AddAndMarkBad(path, "expected an enum value (a name or a number), got " + Describe(v) + hint);
   return std::nullopt;
 }
 
@@ -429,9 +371,9 @@ struct FieldDef {
 };
 
 void WalkObject(const OJson& v, const std::string& path, const std::vector<FieldDef>& fields,
-                Errors& e) {
+                FieldErrors& e) {
   if (!v.is_object()) {
-    e.Syntax(path, "expected an object, got " + Describe(v));
+    e.AddAndMarkBad(path, "expected an object, got " + Describe(v));
     return;
   }
   std::set<std::string_view> seen;
@@ -445,13 +387,13 @@ void WalkObject(const OJson& v, const std::string& path, const std::vector<Field
       }
     }
     if (field == nullptr) {
-      e.Syntax(Join(path, DisplayFieldKey(key)), "unknown field");
+      e.AddAndMarkBad(FieldPath(path, DisplayFieldKey(key)), "unknown field");
       continue;
     }
-    const std::string fpath = Join(path, field->name);
+    const std::string fpath = FieldPath(path, field->name);
     if (!seen.insert(field->name).second) {
-      e.Syntax(fpath,
-               "given twice (as " + std::string(field->name) + " and " + Camel(field->name) + ")");
+      e.AddAndMarkBad(fpath, "given twice (as " + std::string(field->name) + " and " +
+                                 Camel(field->name) + ")");
       continue;
     }
     if (it.value().is_null()) continue;  // protobuf's JSON mapping: null is the default
@@ -460,55 +402,55 @@ void WalkObject(const OJson& v, const std::string& path, const std::vector<Field
 }
 
 // Field readers bound to a destination.
-Reader Str(std::string& dst, Errors& e) {
+Reader Str(std::string& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto s = ReadString(v, p, e)) dst = *s;
   };
 }
-Reader Bool(bool& dst, Errors& e) {
+Reader Bool(bool& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto b = ReadBool(v, p, e)) dst = *b;
   };
 }
-Reader I32(int64_t& dst, Errors& e) {
+Reader I32(int64_t& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto i = ReadInt32(v, p, e)) dst = *i;
   };
 }
-Reader OptI32(std::optional<int64_t>& dst, Errors& e) {
+Reader OptI32(std::optional<int64_t>& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto i = ReadInt32(v, p, e)) dst = *i;
   };
 }
-Reader I64(int64_t& dst, Errors& e) {
+Reader I64(int64_t& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto i = ReadInt64(v, p, e)) dst = *i;
   };
 }
-Reader OptI64(std::optional<int64_t>& dst, Errors& e) {
+Reader OptI64(std::optional<int64_t>& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto i = ReadInt64(v, p, e)) dst = *i;
   };
 }
-Reader U64(uint64_t& dst, Errors& e) {
+Reader U64(uint64_t& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto u = ReadUint64(v, p, e)) dst = *u;
   };
 }
-Reader OptF64(std::optional<double>& dst, Errors& e) {
+Reader OptF64(std::optional<double>& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (auto d = ReadDouble(v, p, e)) dst = *d;
   };
 }
-Reader StrList(std::vector<std::string>& dst, Errors& e) {
+Reader StrList(std::vector<std::string>& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (!v.is_array()) {
-      e.Syntax(p, "expected an array of strings, got " + Describe(v));
+      e.AddAndMarkBad(p, "expected an array of strings, got " + Describe(v));
       return;
     }
     bool ok = true;
     for (size_t i = 0; i < v.size(); ++i) {
-      if (auto s = ReadString(v[i], Index(p, i), e))
+      if (auto s = ReadString(v[i], FieldIndex(p, i), e))
         dst.push_back(*s);
       else
         ok = false;
@@ -516,16 +458,16 @@ Reader StrList(std::vector<std::string>& dst, Errors& e) {
     if (!ok) e.MarkBad(p);
   };
 }
-Reader I64List(std::vector<int64_t>& dst, Errors& e) {
+Reader I64List(std::vector<int64_t>& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (!v.is_array()) {
-      e.Syntax(p, "expected an array of int64 values, got " + Describe(v));
+      e.AddAndMarkBad(p, "expected an array of int64 values, got " + Describe(v));
       return;
     }
     bool ok = true;
     std::vector<int64_t> out;
     for (size_t i = 0; i < v.size(); ++i) {
-      if (auto x = ReadInt64(v[i], Index(p, i), e))
+      if (auto x = ReadInt64(v[i], FieldIndex(p, i), e))
         out.push_back(*x);
       else
         ok = false;
@@ -536,23 +478,23 @@ Reader I64List(std::vector<int64_t>& dst, Errors& e) {
       e.MarkBad(p);
   };
 }
-Reader StrMap(std::map<std::string, std::string>& dst, Errors& e) {
+Reader StrMap(std::map<std::string, std::string>& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (!v.is_object()) {
-      e.Syntax(p, "expected an object of strings, got " + Describe(v));
+      e.AddAndMarkBad(p, "expected an object of strings, got " + Describe(v));
       return;
     }
     for (auto it = v.begin(); it != v.end(); ++it)
-      if (auto s = ReadString(it.value(), Join(p, it.key()), e)) dst[it.key()] = *s;
+      if (auto s = ReadString(it.value(), FieldPath(p, it.key()), e)) dst[it.key()] = *s;
   };
 }
 template <typename T, size_t N>
-Reader Enum(T& dst, const EnumEntry<T> (&table)[N], std::string_view valid, Errors& e) {
+Reader Enum(T& dst, const EnumEntry<T> (&table)[N], std::string_view valid, FieldErrors& e) {
   return [&dst, &table, valid, &e](const OJson& v, const std::string& p) {
     if (auto n = ReadEnum(v, p, table, valid, e)) dst = FromNumber(table, *n);
   };
 }
-Reader Message(std::function<std::vector<FieldDef>()> fields, Errors& e) {
+Reader Message(std::function<std::vector<FieldDef>()> fields, FieldErrors& e) {
   return [fields = std::move(fields), &e](const OJson& v, const std::string& p) {
     WalkObject(v, p, fields(), e);
   };
@@ -563,7 +505,7 @@ constexpr std::string_view kTopLevel[] = {
     "run_id",   "sweep_id", "job_id",     "init_seed", "model",  "data",  "optim",
     "schedule", "parallel", "checkpoint", "metrics",   "recipe", "labels"};
 
-void Walk(const OJson& spec, RawSpec& r, Errors& e) {
+void Walk(const OJson& spec, RawSpec& r, FieldErrors& e) {
   auto shape = [&r, &e]() -> std::vector<FieldDef> {
     RawShape& s = r.model.shape;
     return {{"layers", OptI32(s.layers, e)},
@@ -649,16 +591,16 @@ int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  
 
 bool Finite(double v) { return std::isfinite(v); }
 
-void ResolveModel(const RawSpec& r, RunConfig& cfg, Errors& e, bool& shape_ok) {
+void ResolveModel(const RawSpec& r, RunConfig& cfg, FieldErrors& e, bool& shape_ok) {
   const RawModel& rm = r.model;
   std::optional<model::Arm> arm;
   if (rm.arm.empty()) {
-    e.CheckAndMark("model.arm", "required; valid: " + model::ValidArmNames());
+    e.CheckAndMarkBad("model.arm", "required; valid: " + model::ValidArmNames());
   } else {
     arm = model::ParseArm(rm.arm);
     if (!arm) {
-      e.CheckAndMark("model.arm",
-                     "unknown arm " + Quote(rm.arm) + "; valid: " + model::ValidArmNames());
+      e.CheckAndMarkBad("model.arm",
+                        "unknown arm " + Quote(rm.arm) + "; valid: " + model::ValidArmNames());
     }
   }
   model::ModelConfig m;
@@ -670,7 +612,7 @@ void ResolveModel(const RawSpec& r, RunConfig& cfg, Errors& e, bool& shape_ok) {
     } else {
       std::string names;
       for (const auto& n : model::PresetNames()) names += (names.empty() ? "" : ", ") + n;
-      e.CheckAndMark("model.preset", "unknown preset " + Quote(rm.preset) + "; valid: " + names);
+      e.CheckAndMarkBad("model.preset", "unknown preset " + Quote(rm.preset) + "; valid: " + names);
       preset_ok = false;
     }
   }
@@ -681,7 +623,7 @@ void ResolveModel(const RawSpec& r, RunConfig& cfg, Errors& e, bool& shape_ok) {
     if (v) {
       dst = *v;
     } else if (explicit_shape) {
-      e.CheckAndMark(path, "required when model.preset is empty");
+      e.CheckAndMarkBad(path, "required when model.preset is empty");
       dst = 0;
       complete = false;
     }
@@ -701,22 +643,15 @@ void ResolveModel(const RawSpec& r, RunConfig& cfg, Errors& e, bool& shape_ok) {
   // An unknown preset leaves no base shape: checking the defaults would report nonsense.
   shape_ok = preset_ok && complete;
   if (preset_ok) {
-    const std::vector<std::string> problems = m.Validate();
-    for (const auto& p : problems) {
-      const size_t colon = p.find(": ");
-      if (colon == std::string::npos) {
-        e.Check("model.shape", p);
-      } else {
-        e.Check("model.shape." + p.substr(0, colon), p.substr(colon + 2));
-      }
-    }
+    const std::vector<FieldError> problems = m.Validate();
+    for (const FieldError& p : problems) e.Check(FieldPath("model.shape", p.path), p.reason);
     if (!problems.empty()) shape_ok = false;
   }
   cfg.preset = rm.preset;
   cfg.model = m;
 }
 
-void ResolveData(const RawSpec& r, RunConfig& cfg, bool shape_ok, Errors& e) {
+void ResolveData(const RawSpec& r, RunConfig& cfg, bool shape_ok, FieldErrors& e) {
   cfg.data = r.data;
   const DataConfig& d = cfg.data;
   if (d.train_shards.empty())
@@ -726,7 +661,7 @@ void ResolveData(const RawSpec& r, RunConfig& cfg, bool shape_ok, Errors& e) {
                        : list == &d.val_shards ? "data.val_shards"
                                                : "data.test_shards";
     for (size_t i = 0; i < list->size(); ++i)
-      if ((*list)[i].empty()) e.Check(Index(name, i), "empty path");
+      if ((*list)[i].empty()) e.Check(FieldIndex(name, i), "empty path");
   }
   int64_t ids = 0;
   if (d.tokenizer.empty()) {
@@ -749,13 +684,13 @@ void ResolveData(const RawSpec& r, RunConfig& cfg, bool shape_ok, Errors& e) {
     e.Check("data.test_windows", "must not be negative, got " + std::to_string(d.test_windows));
 }
 
-void ResolveParallel(const RawSpec& r, RunConfig& cfg, Errors& e, bool& world_ok) {
+void ResolveParallel(const RawSpec& r, RunConfig& cfg, FieldErrors& e, bool& world_ok) {
   const RawParallel& rp = r.parallel;
   ParallelConfig& p = cfg.parallel;
   world_ok = true;
   if (rp.world_size < 0) {
-    e.CheckAndMark("parallel.world_size",
-                   "must be at least 1 (0 means 1), got " + std::to_string(rp.world_size));
+    e.CheckAndMarkBad("parallel.world_size",
+                      "must be at least 1 (0 means 1), got " + std::to_string(rp.world_size));
     world_ok = false;
   }
   p.world_size = rp.world_size <= 0 ? 1 : static_cast<int>(rp.world_size);
@@ -782,7 +717,7 @@ void ResolveParallel(const RawSpec& r, RunConfig& cfg, Errors& e, bool& world_ok
 }
 
 void ResolveSchedule(const RawSpec& r, bool paper, bool shape_ok, bool world_ok, RunConfig& cfg,
-                     Errors& e, bool& steps_ok) {
+                     FieldErrors& e, bool& steps_ok) {
   const RawSchedule& rs = r.schedule;
   ScheduleConfig& s = cfg.schedule;
   s.total_tokens = rs.total_tokens != 0 ? rs.total_tokens : paper ? kPaperTotalTokens : 0;
@@ -802,15 +737,15 @@ void ResolveSchedule(const RawSpec& r, bool paper, bool shape_ok, bool world_ok,
 
   bool total_ok = true, batch_ok = true;
   if (s.total_tokens == 0) {
-    e.CheckAndMark("schedule.total_tokens", "required: the token budget (or recipe \"paper\")");
+    e.CheckAndMarkBad("schedule.total_tokens", "required: the token budget (or recipe \"paper\")");
     total_ok = false;
   } else if (s.total_tokens < 0) {
     e.Check("schedule.total_tokens", "must be positive, got " + std::to_string(s.total_tokens));
     total_ok = false;
   }
   if (s.global_batch_tokens == 0) {
-    e.CheckAndMark("schedule.global_batch_tokens",
-                   "required: tokens per optimizer step (or recipe \"paper\")");
+    e.CheckAndMarkBad("schedule.global_batch_tokens",
+                      "required: tokens per optimizer step (or recipe \"paper\")");
     batch_ok = false;
   } else if (s.global_batch_tokens < 0) {
     e.Check("schedule.global_batch_tokens",
@@ -860,7 +795,7 @@ void ResolveSchedule(const RawSpec& r, bool paper, bool shape_ok, bool world_ok,
   if (!e.Bad("schedule.milestones_tokens")) {
     for (size_t i = 0; i < s.milestones_tokens.size(); ++i) {
       const int64_t m = s.milestones_tokens[i];
-      const std::string path = Index("schedule.milestones_tokens", i);
+      const std::string path = FieldIndex("schedule.milestones_tokens", i);
       if (m <= 0) {
         e.Check(path, "must be positive, got " + std::to_string(m));
         continue;
@@ -898,7 +833,7 @@ void ResolveSchedule(const RawSpec& r, bool paper, bool shape_ok, bool world_ok,
   }
 }
 
-void ResolveOptim(const RawSpec& r, bool paper, bool steps_ok, RunConfig& cfg, Errors& e) {
+void ResolveOptim(const RawSpec& r, bool paper, bool steps_ok, RunConfig& cfg, FieldErrors& e) {
   const RawOptim& ro = r.optim;
   OptimConfig& o = cfg.optim;
   if (ro.peak_lr) {
@@ -957,7 +892,7 @@ void ResolveOptim(const RawSpec& r, bool paper, bool steps_ok, RunConfig& cfg, E
   o.lr_decay = ro.lr_decay;
 }
 
-void ResolveRest(const RawSpec& r, RunConfig& cfg, Errors& e) {
+void ResolveRest(const RawSpec& r, RunConfig& cfg, FieldErrors& e) {
   const RawCheckpoint& rc = r.checkpoint;
   CheckpointConfig& c = cfg.checkpoint;
   c.dir = rc.dir;
@@ -982,12 +917,14 @@ void ResolveRest(const RawSpec& r, RunConfig& cfg, Errors& e) {
   cfg.train_event_every_steps = r.train_event_every_steps > 0 ? r.train_event_every_steps : 1;
 }
 
-StatusOr<RunConfig> ParseOrdered(const OJson& spec) {
-  if (!spec.is_object())
-    return InvalidArgumentError("RunSpec: expected a JSON object, got " + Describe(spec));
-  Errors e;
+FieldErrorsOr<RunConfig> ParseOrdered(const OJson& spec) {
+  if (!spec.is_object()) {
+    return std::vector<FieldError>{{"RunSpec", "expected a JSON object, got " + Describe(spec)}};
+  }
+  FieldErrors e("RunSpec");
   RawSpec r;
   Walk(spec, r, e);
+  const size_t syntax_errors = e.size();
 
   RunConfig cfg;
   cfg.run_id = r.run_id;
@@ -1008,21 +945,19 @@ StatusOr<RunConfig> ParseOrdered(const OJson& spec) {
   ResolveOptim(r, paper, steps_ok, cfg, e);
   ResolveRest(r, cfg, e);
 
-  if (!e.empty()) {
-    // Validation errors follow the document's order of top-level sections.
-    std::vector<std::string> doc_order;
-    for (auto it = spec.begin(); it != spec.end(); ++it) doc_order.push_back(it.key());
-    auto rank = [&doc_order](const std::string& path) {
-      const std::string top = path.substr(0, path.find_first_of(".["));
-      for (size_t i = 0; i < doc_order.size(); ++i)
-        if (doc_order[i] == top || doc_order[i] == Camel(top)) return static_cast<int>(i);
-      for (size_t i = 0; i < std::size(kTopLevel); ++i)
-        if (kTopLevel[i] == top) return 1000 + static_cast<int>(i);
-      return 2000;
-    };
-    return InvalidArgumentError(e.Joined(rank));
-  }
-  return cfg;
+  if (e.empty()) return cfg;
+  // Validation errors follow the document's order of top-level sections.
+  std::vector<std::string> doc_order;
+  for (auto it = spec.begin(); it != spec.end(); ++it) doc_order.push_back(it.key());
+  e.StableSortFrom(syntax_errors, [&doc_order](const FieldError& error) {
+    const std::string top = error.path.substr(0, error.path.find_first_of(".["));
+    for (size_t i = 0; i < doc_order.size(); ++i)
+      if (doc_order[i] == top || doc_order[i] == Camel(top)) return static_cast<int>(i);
+    for (size_t i = 0; i < std::size(kTopLevel); ++i)
+      if (kTopLevel[i] == top) return 1000 + static_cast<int>(i);
+    return 2000;
+  });
+  return std::move(e).Take();
 }
 
 nlohmann::json ShapeJson(const model::ModelConfig& m) {
@@ -1067,7 +1002,7 @@ void Differences(const nlohmann::json& a, const nlohmann::json& b, const std::st
     for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
     for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
     for (const auto& k : keys) {
-      const std::string p = Join(path, k);
+      const std::string p = FieldPath(path, k);
       if (!a.contains(k) || !b.contains(k)) {
         out.push_back(p);
       } else {
@@ -1086,18 +1021,18 @@ std::string_view DeviceName(Device d) { return Canonical(kDeviceEnum, d).short_n
 std::string_view PrecisionName(Precision p) { return Canonical(kPrecisionEnum, p).short_name; }
 std::string_view LrDecayName(LrDecay d) { return Canonical(kLrDecayEnum, d).short_name; }
 
-StatusOr<RunConfig> ParseRunConfig(const nlohmann::json& spec) {
+FieldErrorsOr<RunConfig> ParseRunConfig(const nlohmann::json& spec) {
   // nlohmann::json keeps object keys sorted; the converted copy keeps that order.
   return ParseOrdered(OJson(spec));
 }
 
-StatusOr<RunConfig> ParseRunConfigText(std::string_view json_text) {
+FieldErrorsOr<RunConfig> ParseRunConfigText(std::string_view json_text) {
   OJson spec;
   try {
     spec = OJson::parse(json_text.begin(), json_text.end());
   } catch (const OJson::exception& ex) {
     // parse_error, and out_of_range for a number beyond double ("1e999").
-    return InvalidArgumentError(std::string("RunSpec: invalid JSON: ") + ex.what());
+    return std::vector<FieldError>{{"RunSpec", std::string("invalid JSON: ") + ex.what()}};
   }
   return ParseOrdered(spec);
 }

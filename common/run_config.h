@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/field_error.h"
 #include "common/status.h"
 #include "model/config.h"
 
@@ -109,8 +110,10 @@ struct RunConfig {
 // Parses and validates a RunSpec in protobuf's JSON mapping. Field names may be snake_case
 // (proto) or lowerCamelCase (JSON); int64 values may be numbers or decimal strings; enums may
 // be their proto names ("PRECISION_FP64") or short names ("fp64"). Unknown fields are errors.
-StatusOr<RunConfig> ParseRunConfig(const nlohmann::json& spec);
-StatusOr<RunConfig> ParseRunConfigText(std::string_view json_text);
+// Every problem is a FieldError (docs/run-config.md "Errors" gives their order); status() joins
+// them into one INVALID_ARGUMENT, and so does converting the result to StatusOr<RunConfig>.
+FieldErrorsOr<RunConfig> ParseRunConfig(const nlohmann::json& spec);
+FieldErrorsOr<RunConfig> ParseRunConfigText(std::string_view json_text);
 
 // The resolved config (every default applied, derived values included), as JSON. Written at
 // start, into every checkpoint and into exports.

@@ -398,8 +398,9 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
                                                     const std::string& owner) {
   pb::SweepSpec spec = req.spec();
   if (!owner.empty()) spec.set_owner(owner);
-  std::vector<std::string> problems;
-  if (req.request_id().empty() && !req.validate_only()) problems.push_back("request_id: required");
+  std::vector<FieldError> problems;
+  if (req.request_id().empty() && !req.validate_only())
+    problems.push_back({"request_id", "required"});
 
   pb::SubmitSweepResponse resp;
   if (!req.request_id().empty() && !req.validate_only()) {
@@ -424,15 +425,11 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
     absl::MutexLock lock(&mu_);
     sweep_id = NewId("sw-", 8);
   }
-  StatusOr<std::vector<pb::JobSpec>> jobs = contract::ExpandSweep(spec, sweep_id);
+  FieldErrorsOr<std::vector<pb::JobSpec>> jobs = contract::ExpandSweep(spec, sweep_id);
   if (!jobs.ok() || !problems.empty()) {
-    std::string msg;
-    for (const std::string& p : problems) msg += (msg.empty() ? "" : "; ") + p;
-    if (!jobs.ok()) {
-      if (jobs.status().code() != StatusCode::kInvalidArgument) return jobs.status();
-      msg += (msg.empty() ? "" : "; ") + jobs.status().message();
-    }
-    return InvalidArgumentError(msg);
+    if (!jobs.ok() && jobs.errors().empty()) return jobs.status();  // not about a field
+    problems.insert(problems.end(), jobs.errors().begin(), jobs.errors().end());
+    return FieldErrorStatus(problems);  // the RPC's one INVALID_ARGUMENT text
   }
   // A seed policy's boundaries: computed once here (a Monte Carlo, outside the lock) and stored.
   std::optional<pb::SequentialState> sequential;

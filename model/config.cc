@@ -59,11 +59,10 @@ bool HasVRoute(Arm arm) { return arm == Arm::kRd || arm == Arm::kTied || arm == 
 bool HasSecondQuery(Arm arm) { return arm == Arm::kAverage || arm == Arm::kAverageAsym; }
 bool HasTrainedVQuery(Arm arm) { return arm == Arm::kRd; }
 
-std::vector<std::string> ModelConfig::Validate() const {
-  std::vector<std::string> errors;
+std::vector<FieldError> ModelConfig::Validate() const {
+  std::vector<FieldError> errors;
   auto positive = [&](const char* field, int64_t v) {
-    if (v <= 0)
-      errors.push_back(std::string(field) + ": must be positive, got " + std::to_string(v));
+    if (v <= 0) errors.push_back({field, "must be positive, got " + std::to_string(v)});
   };
   positive("layers", layers);
   positive("width", width);
@@ -72,23 +71,24 @@ std::vector<std::string> ModelConfig::Validate() const {
   positive("blocks", blocks);
   positive("context", context);
   if (vocab_size < 2)
-    errors.push_back("vocab_size: must be at least 2, got " + std::to_string(vocab_size));
+    errors.push_back({"vocab_size", "must be at least 2, got " + std::to_string(vocab_size)});
   if (width > 0 && heads > 0) {
     if (width % heads != 0) {
-      errors.push_back("width: " + std::to_string(width) + " is not divisible by heads (" +
-                       std::to_string(heads) + ")");
+      errors.push_back({"width", std::to_string(width) + " is not divisible by heads (" +
+                                     std::to_string(heads) + ")"});
     } else if ((width / heads) % 2 != 0) {
-      errors.push_back("heads: head width width/heads = " + std::to_string(width / heads) +
-                       " must be even for rotate-half RoPE");
+      errors.push_back({"heads", "head width width/heads = " + std::to_string(width / heads) +
+                                     " must be even for rotate-half RoPE"});
     }
   }
   if (layers > 0 && blocks > 0 && layers % blocks != 0) {
-    errors.push_back("blocks: layers (" + std::to_string(layers) +
-                     ") must be divisible by blocks (" + std::to_string(blocks) + ")");
+    errors.push_back({"blocks", "layers (" + std::to_string(layers) +
+                                    ") must be divisible by blocks (" + std::to_string(blocks) +
+                                    ")"});
   }
   auto positive_finite = [&](const char* field, double v) {
     if (!(std::isfinite(v) && v > 0))
-      errors.push_back(std::string(field) + ": must be a positive finite number, got " + Str(v));
+      errors.push_back({field, "must be a positive finite number, got " + Str(v)});
   };
   positive_finite("norm_eps", norm_eps);
   positive_finite("key_norm_eps", key_norm_eps);

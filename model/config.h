@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/field_error.h"
+
 namespace rdattn::model {
 
 // One residual mode per arm of the study. All arms share one model class and one code path.
@@ -53,8 +55,9 @@ struct ModelConfig {
   // P: transformer layers per AttnRes block.
   int64_t layers_per_block() const { return layers / blocks; }
 
-  // Every problem with this config, each as "field: reason". Empty means valid.
-  std::vector<std::string> Validate() const;
+  // Every problem with this config, each naming its field ("width", "blocks"). Empty means
+  // valid.
+  std::vector<FieldError> Validate() const;
 };
 
 // Presets. `S` and `M` are the paper scales (GPT-2 vocabulary padded to 50304); the others are

@@ -10,15 +10,6 @@
 namespace rdattn::model {
 namespace {
 
-std::string JoinErrors(const std::vector<std::string>& errors) {
-  std::string out;
-  for (const auto& e : errors) {
-    if (!out.empty()) out += "; ";
-    out += e;
-  }
-  return out;
-}
-
 // SplitMix64: derives independent seeds (e.g. for average_asym's second query).
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -89,7 +80,8 @@ LayerImpl::LayerImpl(const ModelConfig& cfg) {
 
 GptImpl::GptImpl(const ModelConfig& cfg, uint64_t init_seed) : cfg_(cfg) {
   const auto errors = cfg.Validate();
-  if (!errors.empty()) throw std::invalid_argument("invalid model config: " + JoinErrors(errors));
+  if (!errors.empty())
+    throw std::invalid_argument("invalid model config: " + JoinFieldErrors(errors));
   const int64_t D = cfg.width;
   emb = register_parameter("emb", at::empty({cfg.vocab_size, D}));
   final_norm = register_parameter("final_norm", at::ones({D}));

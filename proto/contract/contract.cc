@@ -1,5 +1,6 @@
 // The small parts of the contract library: Status <-> grpc::Status, the RunSpec <-> RunConfig
-// bridge through protobuf's JSON mapping, the sweep defaults and the error splitter. Sweep
+// bridge through protobuf's JSON mapping, the sweep defaults and the splitter of error messages
+// received over the wire. Sweep
 // parsing is in sweep_parse.cc, validation and expansion in sweep_expand.cc.
 #include "proto/contract/contract.h"
 
@@ -21,14 +22,15 @@ bool PrintJson(const gp::Message& message, std::string* out) {
   return gp::util::MessageToJsonString(message, out, options).ok();
 }
 
-StatusOr<nlohmann::json> RunSpecJsonChecked(const pb::RunSpec& spec) {
+FieldErrorsOr<nlohmann::json> RunSpecJsonChecked(const pb::RunSpec& spec) {
   std::string text;
   if (!PrintJson(spec, &text)) {
-    return InvalidArgumentError("RunSpec: cannot be printed as JSON (invalid UTF-8 in a string?)");
+    return std::vector<FieldError>{
+        {"RunSpec", "cannot be printed as JSON (invalid UTF-8 in a string?)"}};
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return InvalidArgumentError("RunSpec: its JSON form does not parse (invalid UTF-8?)");
+    return std::vector<FieldError>{{"RunSpec", "its JSON form does not parse (invalid UTF-8?)"}};
   }
   return j;
 }
@@ -85,9 +87,10 @@ nlohmann::json RunSpecToJson(const pb::RunSpec& spec) {
   return j.ok() ? std::move(j).value() : nlohmann::json();
 }
 
-StatusOr<RunConfig> ParseRunSpec(const pb::RunSpec& spec) {
-  RDATTN_ASSIGN_OR_RETURN(nlohmann::json j, RunSpecJsonChecked(spec));
-  return ParseRunConfig(j);
+FieldErrorsOr<RunConfig> ParseRunSpec(const pb::RunSpec& spec) {
+  FieldErrorsOr<nlohmann::json> j = RunSpecJsonChecked(spec);
+  if (!j.ok()) return j.errors();
+  return ParseRunConfig(*j);
 }
 
 StatusOr<pb::RunSpec> RunSpecFromConfig(const RunConfig& cfg) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/field_error.h"
 #include "common/run_config.h"
 #include "common/status.h"
 #include "rdattn/v1/run_spec.pb.h"
@@ -26,33 +27,35 @@ Status FromGrpcStatus(const grpc::Status& status);
 // RunSpec (proto) -> the JSON ParseRunConfig reads, and the parse itself. The one validation
 // function of the trainer, applied to the proto.
 nlohmann::json RunSpecToJson(const pb::RunSpec& spec);
-StatusOr<RunConfig> ParseRunSpec(const pb::RunSpec& spec);
+FieldErrorsOr<RunConfig> ParseRunSpec(const pb::RunSpec& spec);
 // RunConfig -> RunSpec (via RunSpecJson), e.g. to hand a resolved config to a worker.
 StatusOr<pb::RunSpec> RunSpecFromConfig(const RunConfig& cfg);
 
 // Sweep files: YAML (yaml-cpp) or JSON, in protobuf's JSON mapping of rdattn.v1.SweepSpec.
-// Unknown fields are errors that name the field; all problems are reported at once.
-StatusOr<pb::SweepSpec> ParseSweepYaml(std::string_view yaml_text);
-StatusOr<pb::SweepSpec> ParseSweepJson(std::string_view json_text);
+// Unknown fields are errors that name the field; all problems are reported at once, as
+// FieldErrors (a syntax error's path is its place: "line 3, column 5").
+FieldErrorsOr<pb::SweepSpec> ParseSweepYaml(std::string_view yaml_text);
+FieldErrorsOr<pb::SweepSpec> ParseSweepJson(std::string_view json_text);
 // Addition: the protobuf text format (.textproto), which ARCHITECTURE.md also allows. Enum
-// values by their full names; errors as "line N, column M: reason".
-StatusOr<pb::SweepSpec> ParseSweepTextProto(std::string_view text);
+// values by their full names; errors at "line N, column M".
+FieldErrorsOr<pb::SweepSpec> ParseSweepTextProto(std::string_view text);
 
 // Validates a sweep and expands it into jobs: one per (scale, seed, arm), plus one per
 // (scale, seed, control). Every job's RunSpec is validated with ParseRunSpec. Errors name the
 // field in the sweep ("scales[1].shape.width: …", "arms[2]: unknown arm 'x'; valid: …",
-// "seeds: must not be empty", "seeds[3]: duplicate seed 7") and are all reported in one
-// INVALID_ARGUMENT. Job ids are deterministic: "<sweep_id>/<scale>/s<seed>/<arm>"; the pair
-// group is "<sweep_id>/<scale>/s<seed>". In every job: run.init_seed = run.data.data_seed =
-// seed; run.run_id = run.job_id = job id; run.sweep_id = sweep_id; checkpoint.dir empty unless
-// the sweep sets one (then "<dir>/<job id>"); controls get schedule.stop_at_tokens.
+// "seeds: must not be empty", "seeds[3]: duplicate seed 7") and are all reported at once, as
+// FieldErrors (status() joins them into one INVALID_ARGUMENT). Job ids are deterministic:
+// "<sweep_id>/<scale>/s<seed>/<arm>"; the pair group is "<sweep_id>/<scale>/s<seed>". In every job:
+// run.init_seed = run.data.data_seed = seed; run.run_id = run.job_id = job id; run.sweep_id =
+// sweep_id; checkpoint.dir empty unless the sweep sets one (then "<dir>/<job id>"); controls get
+// schedule.stop_at_tokens.
 //
 // Additions to the lead's contract (docs/sweeps.md): an empty sweep_id gives ids without the
 // "<sweep_id>/" prefix (the offline `rdattn validate`); JobSpec.run is the *resolved* RunSpec
 // (RunSpecFromConfig of the parsed config: every default and recipe value explicit), so the
 // coordinator and the client read total tokens, milestones and world size from it directly.
-StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
-                                               const std::string& sweep_id);
+FieldErrorsOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
+                                                    const std::string& sweep_id);
 
 // --- Sweep defaults, shared by ExpandSweep, the coordinator and the client -------------------
 
@@ -73,10 +76,11 @@ std::string ScaleName(const pb::ScaleSpec& scale);
 // Without `with_comparisons`, the part before " [".
 std::string DescribeSeedLook(const pb::SeedLook& look, bool with_comparisons = true);
 
-// Splits an INVALID_ARGUMENT message of ParseSweep*/ExpandSweep/ParseRunSpec ("a: x; b.c: y")
-// into its "field: reason" parts. A part starts where "; " is followed by a top-level field of
-// SweepSpec or RunSpec (or "line N" for a syntax error), so reasons that contain "; " (e.g.
-// "unknown arm 'x'; valid: ...") stay whole. For printing one error per line.
+// For RPC clients only: the "field: reason" parts of an INVALID_ARGUMENT message that came over
+// the wire ("a: x; b.c: y"), where the FieldErrors are text (the wire contract has no structured
+// form of them). A part starts where "; " is followed by a top-level field of SweepSpec or
+// RunSpec (or "line N" for a syntax error), so reasons that contain "; " (e.g. "unknown arm 'x';
+// valid: ...") stay whole. In-process code reads FieldErrorsOr::errors() instead.
 std::vector<std::string> SplitFieldErrors(std::string_view message);
 
 }  // namespace rdattn::contract

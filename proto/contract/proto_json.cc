@@ -327,10 +327,10 @@ class Normalizer {
     for (const auto& [key, value] : in.items()) {
       const gp::FieldDescriptor* f = FindField(d, key);
       if (f == nullptr) {
-        errors_.Add(JoinPath(path, DisplayFieldKey(key)), UnknownFieldReason(key, d));
+        errors_.Add(FieldPath(path, DisplayFieldKey(key)), UnknownFieldReason(key, d));
         continue;
       }
-      const std::string field_path = JoinPath(path, f->name());
+      const std::string field_path = FieldPath(path, f->name());
       if (!seen.insert(f->number()).second) {
         errors_.Add(field_path, "given twice (as " + f->name() + " and " + f->json_name() + ")");
         continue;
@@ -353,7 +353,7 @@ class Normalizer {
       const gp::FieldDescriptor* value_field = f->message_type()->map_value();
       OJson out = OJson::object();
       for (const auto& [key, item] : value.items()) {
-        const std::string item_path = JoinPath(path, DisplayFieldKey(key));
+        const std::string item_path = FieldPath(path, DisplayFieldKey(key));
         if (item.is_null()) {
           errors_.Add(item_path, "a value is required");
           continue;
@@ -369,7 +369,7 @@ class Normalizer {
       }
       OJson out = OJson::array();
       for (size_t i = 0; i < value.size(); ++i) {
-        const std::string item_path = IndexPath(path, i);
+        const std::string item_path = FieldIndex(path, i);
         if (value[i].is_null()) {
           errors_.Add(item_path, "null is not allowed in a list");
           continue;

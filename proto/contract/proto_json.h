@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "proto/contract/field_errors.h"
+#include "common/field_error.h"
 
 namespace rdattn::contract::internal {
 

@@ -1,9 +1,9 @@
 // ExpandSweep: validates a SweepSpec and expands it into jobs, one per (scale, seed, arm) and
 // per (scale, seed, control). The sweep's own rules (names, arms, seeds, controls, priority)
 // are checked here; every job's RunSpec is then checked by ParseRunSpec (= ParseRunConfig, the
-// trainer's one validation function), and its errors are renamed to the sweep field the user
-// wrote ("model.shape.width" -> "scales[0].shape.width"). Each distinct error is reported once,
-// with the scales it occurs at when it does not occur at every scale.
+// trainer's one validation function), and the paths of its FieldErrors are renamed to the sweep
+// field the user wrote ("model.shape.width" -> "scales[0].shape.width"). Each distinct error is
+// reported once, with the scales it occurs at when it does not occur at every scale.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -14,14 +14,9 @@
 
 #include "model/config.h"
 #include "proto/contract/contract.h"
-#include "proto/contract/field_errors.h"
 
 namespace rdattn::contract {
 namespace {
-
-using internal::FieldErrors;
-using internal::IndexPath;
-using internal::JoinPath;
 
 // Labels every job's RunSpec gets from its place in the sweep; a sweep may not set them.
 const char* const kJobLabels[] = {"sweep", "scale", "arm", "seed", "pair_group"};
@@ -83,7 +78,7 @@ struct JobOrigin {
 // RunSpec field path -> the sweep field the user wrote.
 std::string SweepField(const std::string& path, const pb::SweepSpec& spec, const JobOrigin& o) {
   const pb::ScaleSpec& scale = spec.scales(o.scale_index);
-  const std::string scale_field = IndexPath("scales", o.scale_index);
+  const std::string scale_field = FieldIndex("scales", o.scale_index);
   auto starts = [&path](const std::string& root) {
     return path == root || StartsWith(path, root + ".") || StartsWith(path, root + "[");
   };
@@ -92,7 +87,7 @@ std::string SweepField(const std::string& path, const pb::SweepSpec& spec, const
   if (starts("model.arm")) return o.arm->field;
   if (starts("model")) return scale_field;
   if (starts("init_seed") || starts("data.data_seed")) {
-    return IndexPath(o.seeds_field != nullptr ? *o.seeds_field : "seeds", o.seed_index);
+    return FieldIndex(o.seeds_field != nullptr ? *o.seeds_field : "seeds", o.seed_index);
   }
   if (starts("optim.peak_lr") && scale.has_peak_lr()) return scale_field + ".peak_lr";
   if (starts("parallel.world_size") && scale.world_size() != 0) {
@@ -102,7 +97,7 @@ std::string SweepField(const std::string& path, const pb::SweepSpec& spec, const
     return scale_field + ".micro_batch_sequences";
   }
   if (starts("schedule.stop_at_tokens") && o.arm->control_index >= 0) {
-    return IndexPath("controls", o.arm->control_index) + ".stop_at_tokens";
+    return FieldIndex("controls", o.arm->control_index) + ".stop_at_tokens";
   }
   if (starts("run_id") || starts("job_id") || starts("sweep_id")) return "sweep_id";
   if (path == "RunSpec" || path.empty()) return "SweepSpec";
@@ -114,21 +109,17 @@ class RunErrors {
  public:
   explicit RunErrors(const pb::SweepSpec& spec) : spec_(spec) {}
 
-  void AddRunStatus(const Status& status, const JobOrigin& origin) {
-    for (const std::string& part : SplitFieldErrors(status.message())) {
-      const size_t colon = part.find(": ");
-      const std::string path = colon == std::string::npos ? "RunSpec" : part.substr(0, colon);
-      const std::string reason = colon == std::string::npos ? part : part.substr(colon + 2);
-      Add(SweepField(path, spec_, origin), reason, origin.scale_index);
+  void AddRunErrors(const std::vector<FieldError>& errors, const JobOrigin& origin) {
+    for (const FieldError& e : errors) {
+      Add({SweepField(e.path, spec_, origin), e.reason}, origin.scale_index);
     }
   }
 
-  void Add(const std::string& field, const std::string& reason, int scale_index) {
-    const std::string text = field + ": " + reason;
-    auto it = scales_.find(text);
+  void Add(const FieldError& error, int scale_index) {
+    auto it = scales_.find(error);
     if (it == scales_.end()) {
-      order_.push_back(text);
-      it = scales_.emplace(text, std::set<int>{}).first;
+      order_.push_back(error);
+      it = scales_.emplace(error, std::set<int>{}).first;
     }
     it->second.insert(scale_index);
   }
@@ -137,23 +128,24 @@ class RunErrors {
   // says which ("... (at scale 'M')").
   void AppendTo(FieldErrors& errors) const {
     const int scale_count = spec_.scales_size();
-    for (const std::string& text : order_) {
-      const std::set<int>& at = scales_.at(text);
+    for (const FieldError& error : order_) {
+      const std::set<int>& at = scales_.at(error);
       if (scale_count <= 1 || static_cast<int>(at.size()) == scale_count ||
-          StartsWith(text, "scales[")) {
-        errors.AddText(text);
+          StartsWith(error.path, "scales[")) {
+        errors.Add(error);
         continue;
       }
       std::vector<std::string> names;
       for (int i : at) names.push_back(Quote(ScaleName(spec_.scales(i))));
-      errors.AddText(text + " (at scale" + (names.size() > 1 ? "s " : " ") + ListOf(names) + ")");
+      errors.Add(error.path, error.reason + " (at scale" + (names.size() > 1 ? "s " : " ") +
+                                 ListOf(names) + ")");
     }
   }
 
  private:
   const pb::SweepSpec& spec_;
-  std::vector<std::string> order_;
-  std::map<std::string, std::set<int>> scales_;
+  std::vector<FieldError> order_;
+  std::map<FieldError, std::set<int>> scales_;
 };
 
 // --- The sweep's own rules -----------------------------------------------------------------
@@ -165,7 +157,7 @@ void CheckScales(const pb::SweepSpec& spec, FieldErrors& errors) {
   std::set<std::string> names;
   for (int i = 0; i < spec.scales_size(); ++i) {
     const pb::ScaleSpec& scale = spec.scales(i);
-    const std::string field = IndexPath("scales", i);
+    const std::string field = FieldIndex("scales", i);
     const std::string name = ScaleName(scale);
     if (name.empty()) {
       errors.Add(field + ".name",
@@ -196,7 +188,7 @@ std::vector<ArmPlan> CheckArms(const pb::SweepSpec& spec, FieldErrors& errors) {
   if (spec.arms_size() == 0) errors.Add("arms", "must not be empty (e.g. [block, rd])");
   for (int j = 0; j < spec.arms_size(); ++j) {
     const std::string& arm = spec.arms(j);
-    const std::string field = IndexPath("arms", j);
+    const std::string field = FieldIndex("arms", j);
     if (!model::ParseArm(arm)) {
       errors.Add(field, "unknown arm " + Quote(arm) + "; valid: " + model::ValidArmNames());
     } else if (!main_arms.insert(arm).second) {
@@ -219,7 +211,7 @@ std::vector<ArmPlan> CheckArms(const pb::SweepSpec& spec, FieldErrors& errors) {
   std::set<std::string> control_arms;
   for (int k = 0; k < spec.controls_size(); ++k) {
     const pb::ControlSpec& c = spec.controls(k);
-    const std::string field = IndexPath("controls", k);
+    const std::string field = FieldIndex("controls", k);
     bool ok = true;
     if (c.arm().empty()) {
       errors.Add(field + ".arm", "required");
@@ -267,7 +259,7 @@ void CheckSeedList(const google::protobuf::RepeatedField<uint64_t>& seeds, const
                    std::set<uint64_t>& seen, FieldErrors& errors) {
   for (int n = 0; n < seeds.size(); ++n) {
     if (!seen.insert(seeds.Get(n)).second) {
-      errors.Add(IndexPath(field, n), "duplicate seed " + std::to_string(seeds.Get(n)));
+      errors.Add(FieldIndex(field, n), "duplicate seed " + std::to_string(seeds.Get(n)));
     }
   }
 }
@@ -368,7 +360,8 @@ void CheckSweepFields(const pb::SweepSpec& spec, FieldErrors& errors) {
   }
   for (const char* key : kJobLabels) {
     if (spec.labels().count(key)) {
-      errors.Add(JoinPath("labels", key), "reserved: set on every job from its place in the sweep");
+      errors.Add(FieldPath("labels", key),
+                 "reserved: set on every job from its place in the sweep");
     }
   }
 }
@@ -430,9 +423,9 @@ pb::RunSpec MakeRunSpec(const pb::SweepSpec& spec, const std::string& sweep_id,
 
 }  // namespace
 
-StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
-                                               const std::string& sweep_id) {
-  FieldErrors errors;
+FieldErrorsOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
+                                                    const std::string& sweep_id) {
+  FieldErrors errors("SweepSpec");
   CheckSweepFields(spec, errors);
   CheckScales(spec, errors);
   const std::vector<ArmPlan> arms = CheckArms(spec, errors);
@@ -460,23 +453,24 @@ StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
         const JobOrigin origin{i, n, &arm, &seeds_field};
         auto cfg = ParseRunSpec(MakeRunSpec(spec, sweep_id, scale, arm, seed, ids));
         if (!cfg.ok()) {
-          run_errors.AddRunStatus(cfg.status(), origin);
+          if (cfg.errors().empty()) return cfg.status();  // not about a field
+          run_errors.AddRunErrors(cfg.errors(), origin);
           continue;
         }
         if (cfg->model.vocab_size > kMaxShardVocab) {
-          run_errors.Add(SweepField("model.shape.vocab_size", spec, origin),
-                         std::to_string(cfg->model.vocab_size) + " is larger than " +
-                             std::to_string(kMaxShardVocab) +
-                             ", the most that uint16 token shards can index",
+          run_errors.Add({SweepField("model.shape.vocab_size", spec, origin),
+                          std::to_string(cfg->model.vocab_size) + " is larger than " +
+                              std::to_string(kMaxShardVocab) +
+                              ", the most that uint16 token shards can index"},
                          i);
           continue;
         }
         const ScheduleConfig& schedule = cfg->schedule;
         if (arm.control_index >= 0 && schedule.stop_at_tokens > schedule.total_tokens) {
-          run_errors.Add(IndexPath("controls", arm.control_index) + ".stop_at_tokens",
-                         std::to_string(schedule.stop_at_tokens) +
-                             " is beyond the schedule's total_tokens (" +
-                             std::to_string(schedule.total_tokens) + ")",
+          run_errors.Add({FieldIndex("controls", arm.control_index) + ".stop_at_tokens",
+                          std::to_string(schedule.stop_at_tokens) +
+                              " is beyond the schedule's total_tokens (" +
+                              std::to_string(schedule.total_tokens) + ")"},
                          i);
           continue;
         }
@@ -500,7 +494,7 @@ StatusOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
     }
   }
   run_errors.AppendTo(errors);
-  if (!errors.empty()) return errors.ToStatus();
+  if (!errors.empty()) return std::move(errors).Take();
   return jobs;
 }
 

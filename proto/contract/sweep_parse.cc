@@ -12,13 +12,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <exception>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "proto/contract/contract.h"
-#include "proto/contract/field_errors.h"
 #include "proto/contract/proto_json.h"
 
 namespace rdattn::contract {
@@ -26,10 +26,13 @@ namespace {
 
 namespace gp = ::google::protobuf;
 using OJson = nlohmann::ordered_json;
-using internal::FieldErrors;
-using internal::IndexPath;
-using internal::JoinPath;
-using internal::NoSemicolons;
+
+// Reasons must not contain "; " (it separates the errors of the joined text): the messages of
+// yaml-cpp, nlohmann::json and protobuf are rewritten with this.
+std::string NoSemicolons(std::string s) {
+  for (size_t p = 0; (p = s.find("; ", p)) != std::string::npos;) s.replace(p, 2, ", ");
+  return s;
+}
 
 // ---------------------------------------------------------------------------------------------
 // YAML -> JSON. Mappings become objects, sequences arrays, plain null-likes (`~`, `null`, an
@@ -48,19 +51,19 @@ class YamlToJson {
  public:
   explicit YamlToJson(FieldErrors& errors) : errors_(errors) {}
 
-  // The document as JSON; LimitStatus() says whether the walk stopped at a limit.
+  // The document as JSON; LimitError() says whether the walk stopped at a limit.
   OJson Document(const YAML::Node& root) { return Value(root, ""); }
-  Status LimitStatus() const {
+  std::optional<FieldError> LimitError() const {
     if (too_many_) {
-      return InvalidArgumentError("SweepSpec: the YAML expands to more than " +
-                                  std::to_string(kMaxYamlValues) +
-                                  " values (aliases that repeat each other?)");
+      return FieldError{"SweepSpec", "the YAML expands to more than " +
+                                         std::to_string(kMaxYamlValues) +
+                                         " values (aliases that repeat each other?)"};
     }
     if (too_deep_) {
-      return InvalidArgumentError("SweepSpec: the YAML nests deeper than " +
-                                  std::to_string(kMaxYamlDepth) + " levels");
+      return FieldError{"SweepSpec",
+                        "the YAML nests deeper than " + std::to_string(kMaxYamlDepth) + " levels"};
     }
-    return Status::Ok();
+    return std::nullopt;
   }
 
  private:
@@ -98,7 +101,7 @@ class YamlToJson {
     OJson out = OJson::array();
     size_t i = 0;
     for (const auto& item : node) {
-      out.push_back(Value(item, IndexPath(path, i++)));
+      out.push_back(Value(item, FieldIndex(path, i++)));
       if (Stopped()) break;
     }
     return out;
@@ -113,7 +116,7 @@ class YamlToJson {
         continue;
       }
       const std::string key = it->first.Scalar();
-      const std::string key_path = JoinPath(path, key);
+      const std::string key_path = FieldPath(path, key);
       if (out.contains(key)) {
         errors_.Add(key_path,
                     "given twice (line " + std::to_string(it->first.Mark().line + 1) + ")");
@@ -174,8 +177,8 @@ int CountYamlDocuments(const std::string& text) {
 }
 
 // Protobuf's JSON errors look like "(scales[0].shape) widht: Cannot find field." or
-// "(seeds[0]): invalid value ..."; rewrite them as "field: reason".
-std::string RewriteProtobufError(std::string message) {
+// "(seeds[0]): invalid value ..."; rewrite them as a field and a reason.
+FieldError RewriteProtobufError(const std::string& message) {
   std::string path;
   std::string reason = message;
   if (!message.empty() && message[0] == '(') {
@@ -188,7 +191,7 @@ std::string RewriteProtobufError(std::string message) {
       } else if (rest.rfind(" ", 0) == 0) {
         const size_t colon = rest.find(": ");
         if (colon != std::string::npos) {
-          path = JoinPath(path, rest.substr(1, colon - 1));
+          path = FieldPath(path, rest.substr(1, colon - 1));
           reason = rest.substr(colon + 2);
         } else {
           reason = rest.substr(1);
@@ -197,16 +200,21 @@ std::string RewriteProtobufError(std::string message) {
     }
   }
   if (reason == "Cannot find field.") reason = "unknown field";
-  return (path.empty() ? std::string("SweepSpec") : path) + ": " + NoSemicolons(reason);
+  return FieldError{path.empty() ? std::string("SweepSpec") : path, NoSemicolons(reason)};
 }
 
-StatusOr<pb::SweepSpec> FromDocument(const OJson& document, FieldErrors& errors) {
+// One error as the whole result of a parse.
+std::vector<FieldError> Only(std::string path, std::string reason) {
+  return {FieldError{std::move(path), std::move(reason)}};
+}
+
+FieldErrorsOr<pb::SweepSpec> FromDocument(const OJson& document, FieldErrors& errors) {
   // `seeds: {initial: [...], max: ...}` is the seed policy (SweepSpec.seed_policy).
   OJson doc = document;
   if (doc.is_object() && doc.contains("seeds") && doc["seeds"].is_object()) {
     if (doc.contains("seed_policy")) {
       errors.Add("seeds", "a seed policy is given twice (as seeds: {...} and as seed_policy)");
-      return errors.ToStatus();
+      return std::move(errors).Take();
     }
     doc["seed_policy"] = doc["seeds"];
     doc.erase("seeds");
@@ -215,13 +223,13 @@ StatusOr<pb::SweepSpec> FromDocument(const OJson& document, FieldErrors& errors)
   const OJson normalized = doc.is_null()
                                ? OJson::object()
                                : internal::NormalizeJson(doc, pb::SweepSpec::descriptor(), errors);
-  if (!errors.empty()) return errors.ToStatus();
+  if (!errors.empty()) return std::move(errors).Take();
 
   pb::SweepSpec spec;
   const std::string text = normalized.dump(-1, ' ', false, OJson::error_handler_t::replace);
   const auto status = gp::util::JsonStringToMessage(text, &spec);  // unknown fields rejected
   if (!status.ok()) {
-    return InvalidArgumentError(RewriteProtobufError(std::string(status.message())));
+    return std::vector<FieldError>{RewriteProtobufError(std::string(status.message()))};
   }
   return spec;
 }
@@ -277,7 +285,7 @@ class DuplicateKeyFinder {
   std::string Path() const {
     std::string path;
     for (const Frame& f : frames_)
-      path = f.array ? IndexPath(path, f.index) : JoinPath(path, f.key);
+      path = f.array ? FieldIndex(path, f.index) : FieldPath(path, f.key);
     return path;
   }
 
@@ -289,13 +297,13 @@ class DuplicateKeyFinder {
   std::string CurrentPath() const { return Path(); }
 };
 
-// Collects every text-format error as "line N, column M: reason".
+// Collects every text-format error as a reason at "line N, column M".
 class TextErrorCollector : public gp::io::ErrorCollector {
  public:
   explicit TextErrorCollector(FieldErrors& errors) : errors_(errors) {}
   void AddError(int line, gp::io::ColumnNumber column, const std::string& message) override {
-    errors_.AddText("line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) +
-                    ": " + NoSemicolons(message));
+    errors_.Add("line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1),
+                NoSemicolons(message));
   }
   void AddWarning(int, gp::io::ColumnNumber, const std::string&) override {}
 
@@ -305,20 +313,20 @@ class TextErrorCollector : public gp::io::ErrorCollector {
 
 }  // namespace
 
-StatusOr<pb::SweepSpec> ParseSweepTextProto(std::string_view text) {
-  FieldErrors errors;
+FieldErrorsOr<pb::SweepSpec> ParseSweepTextProto(std::string_view text) {
+  FieldErrors errors("SweepSpec");
   TextErrorCollector collector(errors);
   gp::TextFormat::Parser parser;
   parser.RecordErrorsTo(&collector);
   pb::SweepSpec spec;
   const bool ok = parser.ParseFromString(std::string(text), &spec);
-  if (!errors.empty()) return errors.ToStatus();
-  if (!ok) return InvalidArgumentError("SweepSpec: not a valid text proto");
+  if (!errors.empty()) return std::move(errors).Take();
+  if (!ok) return Only("SweepSpec", "not a valid text proto");
   return spec;
 }
 
-StatusOr<pb::SweepSpec> ParseSweepYaml(std::string_view yaml_text) {
-  FieldErrors errors;
+FieldErrorsOr<pb::SweepSpec> ParseSweepYaml(std::string_view yaml_text) {
+  FieldErrors errors("SweepSpec");
   OJson document;
   try {
     const std::string text(yaml_text);
@@ -337,36 +345,38 @@ StatusOr<pb::SweepSpec> ParseSweepYaml(std::string_view yaml_text) {
       }
     }
     if (docs > 1) {
-      return InvalidArgumentError("SweepSpec: a sweep file holds one YAML document, found " +
-                                  std::to_string(docs));
+      return Only("SweepSpec",
+                  "a sweep file holds one YAML document, found " + std::to_string(docs));
     }
     if (docs == 1) {
       YamlToJson walk(errors);
       document = walk.Document(YAML::Load(text));
-      RDATTN_RETURN_IF_ERROR(walk.LimitStatus());
+      if (std::optional<FieldError> limit = walk.LimitError()) return std::vector{*limit};
     }
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on syntax errors; this is its one boundary.
-    return InvalidArgumentError("line " + std::to_string(e.mark.line + 1) + ", column " +
-                                std::to_string(e.mark.column + 1) + ": " + NoSemicolons(e.msg));
+    return Only(
+        "line " + std::to_string(e.mark.line + 1) + ", column " + std::to_string(e.mark.column + 1),
+        NoSemicolons(e.msg));
   } catch (const std::exception& e) {
-    return InvalidArgumentError("SweepSpec: cannot read the YAML: " + NoSemicolons(e.what()));
+    return Only("SweepSpec", "cannot read the YAML: " + NoSemicolons(e.what()));
   }
   return FromDocument(document, errors);  // adds the field errors to the duplicate keys
 }
 
-StatusOr<pb::SweepSpec> ParseSweepJson(std::string_view json_text) {
+FieldErrorsOr<pb::SweepSpec> ParseSweepJson(std::string_view json_text) {
   OJson document;
-  FieldErrors errors;
+  FieldErrors errors("SweepSpec");
   DuplicateKeyFinder duplicates(errors);
   try {
     document = OJson::parse(json_text, duplicates.Callback());
   } catch (const nlohmann::json::parse_error& e) {
     // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..."
-    std::string what = e.what();
+    const std::string what = NoSemicolons(e.what());
     const size_t at = what.find(" at line ");
-    what = at == std::string::npos ? "SweepSpec: " + what : what.substr(at + 4);
-    return InvalidArgumentError(NoSemicolons(what));
+    const size_t colon = at == std::string::npos ? at : what.find(": ", at);
+    if (colon == std::string::npos) return Only("SweepSpec", what);
+    return Only(what.substr(at + 4, colon - at - 4), what.substr(colon + 2));
   } catch (const nlohmann::json::exception& e) {
     // out_of_range: a number beyond double ("1e999"), which the parser stops at. The message
     // has no position: name the field instead.
@@ -376,8 +386,7 @@ StatusOr<pb::SweepSpec> ParseSweepJson(std::string_view json_text) {
       what = what.substr(bracket + 2);
     }
     const std::string path = duplicates.CurrentPath();
-    return InvalidArgumentError((path.empty() ? std::string("SweepSpec") : path) + ": " +
-                                NoSemicolons(what));
+    return Only(path.empty() ? std::string("SweepSpec") : path, NoSemicolons(what));
   }
   return FromDocument(document, errors);
 }

@@ -51,13 +51,17 @@ pb::SweepSpec MustParse(const std::string& yaml) {
   return spec.ok() ? *spec : pb::SweepSpec();
 }
 
-// The error parts of a failed ExpandSweep / ParseSweep*.
+// The errors of a failed ExpandSweep / ParseSweep*, each as "path: reason"; the status joins
+// exactly them.
 template <typename T>
-std::vector<std::string> Errors(const StatusOr<T>& result) {
+std::vector<std::string> Errors(const FieldErrorsOr<T>& result) {
   EXPECT_FALSE(result.ok());
   if (result.ok()) return {};
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
-  return SplitFieldErrors(result.status().message());
+  EXPECT_EQ(result.status().message(), JoinFieldErrors(result.errors()));
+  std::vector<std::string> out;
+  for (const FieldError& e : result.errors()) out.push_back(e.Text());
+  return out;
 }
 
 std::vector<std::string> ExpandErrors(const std::string& yaml) {
@@ -603,6 +607,28 @@ TEST(RunSpecBridgeTest, ConfigRoundTrip) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(ResolvedConfigJson(*cfg), ResolvedConfigJson(*again));
   EXPECT_EQ(RunSpecToJson(*spec)["model"]["arm"], "tied");
+}
+
+TEST(SweepErrorsTest, RunErrorsAreRenamedOnTheStructure) {
+  // The run's FieldErrors are renamed path by path: a reason that itself reads like a second
+  // error ("; seeds: ...") stays whole, and the model's shape error moves under scales[0].
+  auto spec = ParseSweepYaml(R"(
+name: t
+scales: [{name: a, preset: tiny, shape: {width: 63}}]
+arms: ["x; seeds: y", block]
+seeds: [1]
+data: {train_shards: [a.bin], tokenizer: byte}
+optim: {peak_lr: 1e-3}
+schedule: {total_tokens: 65536, global_batch_tokens: 4096}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const auto jobs = ExpandSweep(*spec, "sw");
+  ASSERT_FALSE(jobs.ok());
+  ASSERT_EQ(jobs.errors().size(), 2u) << jobs.status().message();
+  EXPECT_EQ(jobs.errors()[0].path, "arms[0]");
+  EXPECT_EQ(jobs.errors()[0].reason.rfind("unknown arm 'x; seeds: y'; valid: ", 0), 0u);
+  EXPECT_EQ(jobs.errors()[1].path, "scales[0].shape.width");
+  EXPECT_EQ(jobs.errors()[1].reason, "63 is not divisible by heads (2)");
 }
 
 TEST(SplitFieldErrorsTest, KeepsSemicolonsInsideReasons) {

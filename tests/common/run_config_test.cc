@@ -442,6 +442,55 @@ TEST(RunConfigTest, RangeChecks) {
   EXPECT_EQ(ErrorOf(spec), "parallel.backend: nccl needs parallel.device cuda (or auto)");
 }
 
+TEST(RunConfigTest, ErrorsAreFieldErrorsJoinedOnce) {
+  json spec = Minimal();
+  spec["model"]["arm"] = "x; data: y";  // a reason with "; <field>:" in it stays one error
+  spec["model"]["shape"] = {{"width", 30}, {"heads", 4}};
+  spec["schedule"]["total_tokenz"] = 5;
+  const FieldErrorsOr<RunConfig> cfg = ParseRunConfig(spec);
+  ASSERT_FALSE(cfg.ok());
+  const std::vector<FieldError> expected = {
+      {"schedule.total_tokenz", "unknown field"},
+      {"model.arm", "unknown arm 'x; data: y'; valid: " + model::ValidArmNames()},
+      {"model.shape.width", "30 is not divisible by heads (4)"}};
+  EXPECT_EQ(cfg.errors(), expected);
+  EXPECT_EQ(cfg.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cfg.status().message(), JoinFieldErrors(expected));
+  const StatusOr<RunConfig> as_status = ParseRunConfig(spec);  // the boundary's conversion
+  EXPECT_EQ(as_status.status().message(), cfg.status().message());
+
+  const FieldErrorsOr<RunConfig> text = ParseRunConfigText("[1");
+  ASSERT_EQ(text.errors().size(), 1u);
+  EXPECT_EQ(text.errors()[0].path, "RunSpec");
+  EXPECT_EQ(text.errors()[0].reason.rfind("invalid JSON: ", 0), 0u) << text.errors()[0].reason;
+}
+
+TEST(FieldErrorsTest, KeepsOrderDropsRepeatsAndErrorsOnBadPaths) {
+  FieldErrors errors("RunSpec");
+  errors.Add("", "expected an object");
+  errors.AddAndMarkBad("a.b", "expected an int32");
+  errors.Add("a.b", "expected an int32");   // the same error again
+  errors.Check("a.b", "must be positive");  // moot: a.b is bad
+  errors.CheckAndMarkBad("c", "required");
+  errors.Check("c", "must be positive");
+  errors.Check("d[0]", "empty path");
+  const std::vector<FieldError> expected = {{"RunSpec", "expected an object"},
+                                            {"a.b", "expected an int32"},
+                                            {"c", "required"},
+                                            {"d[0]", "empty path"}};
+  EXPECT_EQ(errors.list(), expected);
+  EXPECT_EQ(errors.ToStatus().message(),
+            "RunSpec: expected an object; a.b: expected an int32; c: required; d[0]: empty path");
+  errors.StableSortFrom(1, [](const FieldError& e) { return e.path == "a.b" ? 1 : 0; });
+  EXPECT_EQ(errors.list()[1].path, "c");
+  EXPECT_EQ(errors.list()[2].path, "d[0]");
+  EXPECT_EQ(errors.list()[3].path, "a.b");
+  EXPECT_TRUE(FieldErrors("x").ToStatus().ok());
+  EXPECT_EQ(FieldPath("", "a"), "a");
+  EXPECT_EQ(FieldPath("a", "b"), "a.b");
+  EXPECT_EQ(FieldIndex("a", 2), "a[2]");
+}
+
 TEST(RunConfigTest, SeveralErrorsAtOnce) {
   json spec = Minimal();
   spec["model"]["arm"] = "x";

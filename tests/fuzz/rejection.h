@@ -4,21 +4,23 @@
 
 #include <string>
 
+#include "common/field_error.h"
 #include "common/status.h"
-#include "proto/contract/contract.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace rdattn::fuzz {
 
-// A rejected input: INVALID_ARGUMENT, and every part of the message is "field: reason" with
-// both sides non-empty (what `rdattn validate` prints, one per line).
-inline void CheckRejection(const Status& status) {
-  FUZZ_CHECK(!status.ok(), "expected an error");
+// A rejected input: INVALID_ARGUMENT made of field errors, each with a non-empty path and
+// reason (what `rdattn validate` prints, one per line, as "path: reason").
+template <typename T>
+void CheckRejection(const FieldErrorsOr<T>& result) {
+  FUZZ_CHECK(!result.ok(), "expected an error");
+  const Status status = result.status();
   FUZZ_CHECK(status.code() == StatusCode::kInvalidArgument, status.ToString());
-  for (const std::string& part : contract::SplitFieldErrors(status.message())) {
-    const size_t colon = part.find(": ");
-    FUZZ_CHECK(colon != std::string::npos && colon > 0 && colon + 2 < part.size(),
-               "not 'field: reason': '" + part + "' in " + status.message());
+  FUZZ_CHECK(!result.errors().empty(), "rejected without field errors: " + status.ToString());
+  for (const FieldError& e : result.errors()) {
+    FUZZ_CHECK(!e.path.empty() && !e.reason.empty(),
+               "not 'field: reason': '" + e.Text() + "' in " + status.message());
   }
 }
 

@@ -2,9 +2,9 @@
 // stores it. The text goes (1) through protobuf's JSON mapping into rdattn.v1.RunSpec and then
 // contract::ParseRunSpec, and (2) straight into ParseRunConfigText (common/run_config.h).
 // Properties beyond "no crash, no leak, no sanitizer report": every rejection is
-// INVALID_ARGUMENT made of "field: reason" parts; an accepted config is written back as a
-// RunSpec (RunSpecFromConfig) that parses to the same resolved config and fingerprint, and its
-// learning rate is finite at every boundary step.
+// INVALID_ARGUMENT made of field errors (non-empty path and reason); an accepted config is
+// written back as a RunSpec (RunSpecFromConfig) that parses to the same resolved config and
+// fingerprint, and its learning rate is finite at every boundary step.
 #include <google/protobuf/util/json_util.h>
 
 #include <cmath>
@@ -19,8 +19,8 @@
 namespace {
 
 namespace pb = ::rdattn::v1;
+using rdattn::FieldErrorsOr;
 using rdattn::RunConfig;
-using rdattn::StatusOr;
 using rdattn::fuzz::CheckRejection;
 
 void CheckAccepted(const RunConfig& cfg) {
@@ -42,11 +42,11 @@ void CheckAccepted(const RunConfig& cfg) {
   }
 }
 
-void Check(const StatusOr<RunConfig>& cfg) {
+void Check(const FieldErrorsOr<RunConfig>& cfg) {
   if (cfg.ok()) {
     CheckAccepted(*cfg);
   } else {
-    CheckRejection(cfg.status());
+    CheckRejection(cfg);
   }
 }
 

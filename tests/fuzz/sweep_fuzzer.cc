@@ -3,7 +3,8 @@
 // ParseSweepTextProto); a sweep that parses is validated and expanded (ExpandSweep), and every
 // job's RunSpec is parsed again (ParseRunSpec), as a worker does at lease time.
 // Properties beyond "no crash, no leak, no sanitizer report": every rejection is
-// INVALID_ARGUMENT made of "field: reason" parts; an accepted sweep's jobs all parse.
+// INVALID_ARGUMENT made of field errors (non-empty path and reason); an accepted sweep's jobs all
+// parse.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +17,7 @@
 namespace {
 
 namespace pb = ::rdattn::v1;
-using rdattn::StatusOr;
+using rdattn::FieldErrorsOr;
 using rdattn::fuzz::CheckRejection;
 
 // Sweeps that expand to more runs than this are not expanded: ExpandSweep checks one RunSpec per
@@ -29,15 +30,15 @@ int64_t Runs(const pb::SweepSpec& spec) {
   return int64_t{spec.scales_size()} * std::max(spec.seeds_size(), 1) * arms;
 }
 
-void Check(const StatusOr<pb::SweepSpec>& spec) {
+void Check(const FieldErrorsOr<pb::SweepSpec>& spec) {
   if (!spec.ok()) {
-    CheckRejection(spec.status());
+    CheckRejection(spec);
     return;
   }
   if (Runs(*spec) > kMaxRuns) return;
   auto jobs = rdattn::contract::ExpandSweep(*spec, "fz");
   if (!jobs.ok()) {
-    CheckRejection(jobs.status());
+    CheckRejection(jobs);
     return;
   }
   FUZZ_CHECK(!jobs->empty(), "an accepted sweep has jobs");

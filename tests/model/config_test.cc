@@ -7,9 +7,9 @@
 namespace rdattn::model {
 namespace {
 
-bool HasErrorFor(const std::vector<std::string>& errors, const std::string& field) {
+bool HasErrorFor(const std::vector<FieldError>& errors, const std::string& field) {
   for (const auto& e : errors)
-    if (e.rfind(field + ":", 0) == 0) return true;
+    if (e.path == field) return true;
   return false;
 }
 
@@ -84,8 +84,8 @@ TEST(ConfigTest, ValidationNamesEachField) {
   EXPECT_EQ(errors.size(), 5u);
   // The divisibility error names both fields.
   for (const auto& e : errors) {
-    if (e.rfind("blocks:", 0) == 0) {
-      EXPECT_NE(e.find("layers"), std::string::npos) << e;
+    if (e.path == "blocks") {
+      EXPECT_NE(e.reason.find("layers"), std::string::npos) << e.Text();
     }
   }
   c = *Preset("tiny", Arm::kBlock);
