@@ -166,8 +166,8 @@ TEST(SeedPolicyTest, AddsSeedsUntilTheBoundaryIsCrossedThenStops) {
   ASSERT_TRUE(sub.ok()) << sub.status().ToString();
   const std::string sid = sub->sweep().sweep_id();
   pb::SweepStatus st = c.Get(sid);
-  ASSERT_EQ(st.jobs_size(), 6);  // 3 initial seeds x {block, rd}
-  const pb::SequentialDesign& d = st.sequential().design();
+  ASSERT_EQ(st.jobs_size(), 6);                             // 3 initial seeds x {block, rd}
+  const pb::SequentialDesign d = st.sequential().design();  // a copy: st is reassigned
   ASSERT_EQ(d.look_seeds_size(), 3);
   EXPECT_EQ(d.look_seeds(0), 3);
   EXPECT_EQ(d.look_seeds(1), 5);
