@@ -5,8 +5,14 @@
 // nlohmann::json: no LibTorch, no protobuf (the trainer-only GPU build has neither).
 //
 // Every problem is reported at once, each naming its field ("schedule.milestones_tokens[2]:
-// 3000000 is beyond schedule.total_tokens (2000000)"). Defaults are applied here and only
-// here (docs/run-config.md lists them); a value that would be silently wrong is an error.
+// 3000000 is beyond schedule.total_tokens (2000000)"). The defaults are the member initialisers
+// below (docs/run-config.md lists them), and only those: the resolver starts from a default
+// RunConfig and overrides what the spec sets. A value that would be silently wrong is an error.
+//
+// The parts (one library, rdattn_run_config): run_config_read.cc (JSON -> raw spec, syntax
+// errors), run_config_resolve.cc (recipe, defaults, derived schedule, checks; ParseRunConfig),
+// run_config_write.cc (ResolvedConfigJson, RunSpecJson, the fingerprint). The learning-rate
+// schedule is the trainer's (worker/trainer/lr_schedule.h).
 #pragma once
 
 #include <cstdint>
@@ -43,9 +49,9 @@ struct DataConfig {
 };
 
 struct OptimConfig {
-  double peak_lr = 0;
+  double peak_lr = 0;  // no default: required (the paper recipe sets it for S and M)
   double min_lr_ratio = 0.1;
-  int64_t warmup_steps = 0;
+  int64_t warmup_steps = 0;  // unset: 5% of the steps (run_config_resolve.cc), or the recipe's
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
@@ -69,7 +75,7 @@ struct ScheduleConfig {
 };
 
 struct ParallelConfig {
-  int world_size = 1;
+  int world_size = 1;        // 0 in the spec means this
   int threads_per_rank = 0;  // 0: the launcher chooses
   Backend backend = Backend::kAuto;
   Device device = Device::kAuto;
@@ -130,17 +136,6 @@ nlohmann::json RunSpecJson(const RunConfig& cfg);
 // differs, and names the fields that differ.
 nlohmann::json NumericFingerprint(const RunConfig& cfg);
 std::vector<std::string> FingerprintDifferences(const nlohmann::json& a, const nlohmann::json& b);
-
-// Learning rate at optimizer step `step` (0-based): linear warmup from peak/warmup to peak over
-// warmup_steps, then cosine/linear decay to peak × min_lr_ratio at total_steps − 1, or constant.
-//   w = warmup_steps, T = total_steps, min = peak_lr × min_lr_ratio, step < 0 is read as 0;
-//   step < w (w > 0):  peak_lr × (step + 1) / w
-//   otherwise:         p = clamp((step − w) / max(1, T − 1 − w), 0, 1)
-//                      cosine:   min + (peak_lr − min) × ½ (1 + cos(π p))
-//                      linear:   peak_lr − (peak_lr − min) × p
-//                      constant: peak_lr
-// Steps at or after T − 1 get the final LR (min for cosine and linear).
-double LearningRate(const OptimConfig& optim, const ScheduleConfig& schedule, int64_t step);
 
 // Where a run evaluates: the configured milestones up to the stop step, and the stop step itself
 // when it is not one of them. The trainer evaluates there; the coordinator and the report expect

@@ -2,6 +2,7 @@
 // names its field), the JSON forms protobuf allows, the fingerprint and the LR schedule.
 // No LibTorch.
 #include "common/run_config.h"
+#include "worker/trainer/lr_schedule.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@ namespace rdattn {
 namespace {
 
 using nlohmann::json;
+using trainer::LearningRate;
 
 // A small valid spec: preset tiny (context 64, byte vocabulary), 25 steps of 4 sequences.
 json Minimal() {

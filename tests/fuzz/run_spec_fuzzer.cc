@@ -15,6 +15,7 @@
 #include "common/run_config.h"
 #include "proto/contract/contract.h"
 #include "tests/fuzz/rejection.h"
+#include "worker/trainer/lr_schedule.h"
 
 namespace {
 
@@ -36,7 +37,7 @@ void CheckAccepted(const RunConfig& cfg) {
   const int64_t total = cfg.schedule.total_steps;
   for (int64_t step : {int64_t{0}, cfg.optim.warmup_steps - 1, cfg.optim.warmup_steps, total / 2,
                        total - 1, total}) {
-    const double lr = rdattn::LearningRate(cfg.optim, cfg.schedule, step);
+    const double lr = rdattn::trainer::LearningRate(cfg.optim, cfg.schedule, step);
     FUZZ_CHECK(std::isfinite(lr) && lr >= 0,
                "lr " + std::to_string(lr) + " at step " + std::to_string(step));
   }

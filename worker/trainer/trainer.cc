@@ -30,6 +30,7 @@
 #include "worker/launch_env.h"
 #include "worker/trainer/checkpoint.h"
 #include "worker/trainer/fence.h"
+#include "worker/trainer/lr_schedule.h"
 #include "worker/trainer/sampler.h"
 
 namespace rdattn::trainer {
