@@ -45,7 +45,7 @@ Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options
            CoreCounters* counters)
     : clock_(clock),
       counters_(counters),
-      options_(options),
+      options_(std::move(options)),
       store_(std::move(store)),
       rng_(std::random_device{}()) {
   started_us_ = NowMicros();
