@@ -280,6 +280,11 @@ class Cluster:
             if (k.startswith("SLURM_") and k != "SLURM_CONF") or k.startswith("PMIX_") or k.startswith("PMI_"):
                 del env[k]
         env.pop("TMPDIR", None)  # each node's own /tmp
+        # The test scripts' one-host OpenMPI setting (OMPI_MCA_btl=self,vader: shared memory only)
+        # cannot reach a rank on the other node; add TCP, or every cross-node MPI job aborts
+        # ("unable to reach each other ... BTLs attempted: self"), as in a CI run.
+        if env.get("OMPI_MCA_btl") and "tcp" not in env["OMPI_MCA_btl"].split(","):
+            env["OMPI_MCA_btl"] = env["OMPI_MCA_btl"] + ",tcp"
         self.env = env
         self.start_daemon(CTL, "slurmctld", ["slurmctld", "-D", "-i"], env)
         for n, _ in self.nodes:
