@@ -385,7 +385,7 @@ Status Core::RunSeedLook(const SweepRow& sweep, pb::SequentialState& state) {
   }
   *state.add_looks() = look;
   RDATTN_RETURN_IF_ERROR(store_->PutSequential(sweep.id, state));
-  LOG(INFO) << "sweep " << sweep.id << ": " << DescribeLook(look);
+  LOG(INFO) << "sweep " << sweep.id << ": " << contract::DescribeSeedLook(look);
   EventRow row;
   row.sweep_id = sweep.id;
   row.kind = EventKind::kSeedLook;

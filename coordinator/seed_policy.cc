@@ -211,8 +211,6 @@ pb::SeedLook EvaluateLook(const pb::SeedPolicy& policy, const pb::SequentialStat
   return look;
 }
 
-std::string DescribeLook(const pb::SeedLook& look) { return contract::DescribeSeedLook(look); }
-
 std::string RenderSequentialMarkdown(const pb::SequentialState& state) {
   const pb::SequentialDesign& d = state.design();
   std::ostringstream md;
@@ -265,7 +263,7 @@ std::string RenderSequentialMarkdown(const pb::SequentialState& state) {
     }
   }
   md << "\n";
-  for (const pb::SeedLook& l : state.looks()) md << "- " << DescribeLook(l) << "\n";
+  for (const pb::SeedLook& l : state.looks()) md << "- " << contract::DescribeSeedLook(l) << "\n";
   if (state.stopped()) {
     md << "\nThe policy stopped at look " << state.stopped_at_look() << ".";
   } else {

@@ -41,9 +41,6 @@ StatusOr<pb::SequentialState> DesignSeedPolicy(const pb::SeedPolicy& policy);
 pb::SeedLook EvaluateLook(const pb::SeedPolicy& policy, const pb::SequentialState& state,
                           const stats::ReportTables& tables, int n_seeds);
 
-// "look 1 at n = 3: continue, adding seeds 4, 5" / "look 2 at n = 5: stop (...)".
-std::string DescribeLook(const pb::SeedLook& look);
-
 // The report's section (docs/report.md "Sequential") and its CSV (looks.csv).
 std::string RenderSequentialMarkdown(const pb::SequentialState& state);
 std::string RenderSequentialCsv(const pb::SequentialState& state);
