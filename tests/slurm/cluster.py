@@ -285,6 +285,10 @@ class Cluster:
         # ("unable to reach each other ... BTLs attempted: self"), as in a CI run.
         if env.get("OMPI_MCA_btl") and "tcp" not in env["OMPI_MCA_btl"].split(","):
             env["OMPI_MCA_btl"] = env["OMPI_MCA_btl"] + ",tcp"
+        # And OMPI_MCA_plm=isolated (mpirun starts no remote daemons) put every rank of a
+        # two-node mpirun on the first node, as in a CI run; the cluster's mpirun uses Slurm's.
+        if env.get("OMPI_MCA_plm") == "isolated":
+            del env["OMPI_MCA_plm"]
         self.env = env
         self.start_daemon(CTL, "slurmctld", ["slurmctld", "-D", "-i"], env)
         for n, _ in self.nodes:

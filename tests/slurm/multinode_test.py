@@ -169,6 +169,15 @@ class Test:
             check(worst <= 1e-4, "%s: every step's loss equals the single-process run to 1e-4 relative (worst %.3g)"
                   % (launcher, worst))
             results[launcher] = (worst, took)
+        # A one-host OpenMPI setting in the user's environment is refused, not run on one node.
+        out = os.path.join(self.shared, "train-isolated")
+        env = self.job_env(RDATTN_TRAIN_JOB=job2, RDATTN_TRAIN_OUT=out, OMPI_MCA_plm="isolated")
+        job = self.sbatch(["-N", "2", "--ntasks-per-node", "1", os.path.join(self.args.deploy, "train.sbatch")], env)
+        self.wait_job_end(job, 120)
+        tlog = open(os.path.join(self.jobs_dir, "rdattn-train-%s.out" % job)).read()
+        check(not os.path.exists(os.path.join(out, "rank0.err")) and "OMPI_MCA_plm=isolated cannot start ranks" in tlog,
+              "mpirun with OMPI_MCA_plm=isolated on 2 nodes: refused before any rank starts (%s)"
+              % tlog.strip().splitlines()[-1:])
         check(ref[steps] < ref[1], "the loss decreases (%.4f -> %.4f)" % (ref[1], ref[steps]))
         print("train: " + ", ".join("%s worst %.3g in %.1f s" % (k, v[0], v[1]) for k, v in results.items()))
 
@@ -486,6 +495,10 @@ def main():
         t = Test(args, tmp, cl)
         getattr(t, "case_" + args.case.replace("-", "_"))()
         ok = True
+    except BaseException as e:
+        # The reason first: the logs below are long and a CI excerpt may cut what follows them.
+        print("\nFAILED: %s: %s" % (type(e).__name__, e), flush=True)
+        raise
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the teardown short
         signal.signal(signal.SIGINT, signal.SIG_IGN)
