@@ -220,44 +220,58 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
   };
   const int64_t P = cfg_.layers_per_block();
   const double eps = cfg_.norm_eps, key_eps = cfg_.key_norm_eps;
-  std::vector<at::Tensor> blocks;  // completed sources: b_0 = e, b_1, …
-  at::Tensor partial = e;          // the current block's partial sum (undefined = EMPTY)
-  auto sources = [&] {
-    std::vector<at::Tensor> s = blocks;
-    if (partial.defined()) s.push_back(partial);
-    return s;
+  // The sources of this forward pass, b_0 = e, b_1, … and the current block's partial sum,
+  // each cast and RMS-normalised once (model/depth_read.h).
+  DepthSources sources(key_eps);
+  sources.SetPartial(e);
+  at::Tensor partial = e;  // the current block's partial sum (undefined = EMPTY)
+  // One read of 1 or 2 routes over blocks ++ [partial]: the fused operator, or the plain
+  // composition (the tests' reference).
+  auto read = [&](const std::vector<at::Tensor>& queries, const at::Tensor& gain) {
+    if (!opts.plain_depth_read) return FusedDepthRead(sources.Sources(), queries, gain);
+    const at::Tensor stacked = StackSources(sources.RawSources());
+    const at::Tensor keys = DepthKeys(stacked, gain, key_eps);
+    DepthReadResult res;
+    for (const auto& q : queries) {
+      DepthMix m = DepthMixture(stacked, keys, q);
+      res.outputs.push_back(std::move(m.output));
+      res.alphas.push_back(std::move(m.alpha));
+    }
+    return res;
   };
 
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     LayerImpl& layer = *layers_[static_cast<size_t>(l)];
-    // (a) attention-side read over blocks ++ [partial], before the boundary push.
-    const at::Tensor stacked = StackSources(sources());
-    const at::Tensor keys = DepthKeys(stacked, layer.attn_key_norm, key_eps);
-    const DepthMix qk = DepthMixture(stacked, keys, layer.q_attn);
-    record(l, RouteSite::kAttnQK, qk.alpha);
+    // (a) attention-side read over blocks ++ [partial], before the boundary push. The routes
+    // share the keys (one key gain) and one logit product.
     at::Tensor x_qk, x_v;
     switch (cfg_.arm) {
-      case Arm::kBlock:
-        x_qk = RmsNorm(qk.output, layer.attn_norm, eps);
+      case Arm::kBlock: {
+        const DepthReadResult r = read({layer.q_attn}, layer.attn_key_norm);
+        record(l, RouteSite::kAttnQK, r.alphas[0]);
+        x_qk = RmsNorm(r.outputs[0], layer.attn_norm, eps);
         x_v = x_qk;
         break;
+      }
       case Arm::kRd:
       case Arm::kTied:
       case Arm::kFrozenV: {
         // V route: its own query over the same keys; the same pre-norm module applied
         // separately to each mixture. Tied binds the V query to q_attn; Frozen-V's is 0.
         const at::Tensor& qv = cfg_.arm == Arm::kTied ? layer.q_attn : layer.q_v;
-        const DepthMix v = DepthMixture(stacked, keys, qv);
-        record(l, RouteSite::kAttnV, v.alpha);
-        x_qk = RmsNorm(qk.output, layer.attn_norm, eps);
-        x_v = RmsNorm(v.output, layer.attn_norm, eps);
+        const DepthReadResult r = read({layer.q_attn, qv}, layer.attn_key_norm);
+        record(l, RouteSite::kAttnQK, r.alphas[0]);
+        record(l, RouteSite::kAttnV, r.alphas[1]);
+        x_qk = RmsNorm(r.outputs[0], layer.attn_norm, eps);
+        x_v = RmsNorm(r.outputs[1], layer.attn_norm, eps);
         break;
       }
       case Arm::kAverage:
       case Arm::kAverageAsym: {
-        const DepthMix b = DepthMixture(stacked, keys, layer.q_b);
-        record(l, RouteSite::kAttnB, b.alpha);
-        x_qk = RmsNorm(0.5 * (qk.output + b.output), layer.attn_norm, eps);
+        const DepthReadResult r = read({layer.q_attn, layer.q_b}, layer.attn_key_norm);
+        record(l, RouteSite::kAttnQK, r.alphas[0]);
+        record(l, RouteSite::kAttnB, r.alphas[1]);
+        x_qk = RmsNorm(0.5 * (r.outputs[0] + r.outputs[1]), layer.attn_norm, eps);
         x_v = x_qk;
         break;
       }
@@ -266,23 +280,24 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
     }
     // (b) block boundary.
     if (l % P == 0) {
-      blocks.push_back(partial);
+      sources.PushPartial();
       partial = at::Tensor();
     }
     // (c, d) attention sublayer and writeback.
     const at::Tensor a = Attention(layer, x_qk, x_v, cos, sin);
     partial = partial.defined() ? partial + a : a;
+    sources.SetPartial(partial);
     // (e, f, g) MLP-side read, MLP, writeback.
-    const DepthMix m = DepthRead(sources(), layer.q_mlp, layer.mlp_key_norm, key_eps);
-    record(l, RouteSite::kMlp, m.alpha);
-    partial = partial + Mlp(layer, RmsNorm(m.output, layer.mlp_norm, eps));
+    const DepthReadResult m = read({layer.q_mlp}, layer.mlp_key_norm);
+    record(l, RouteSite::kMlp, m.alphas[0]);
+    partial = partial + Mlp(layer, RmsNorm(m.outputs[0], layer.mlp_norm, eps));
+    sources.SetPartial(partial);
   }
   // Final read over [b_0 … b_N], then the final norm and the tied head.
-  const std::vector<at::Tensor> final_sources = sources();
-  const DepthMix f = DepthRead(final_sources, q_final, final_key_norm, key_eps);
-  record(-1, RouteSite::kFinal, f.alpha);
-  if (opts.capture_final_sources) out.final_sources = final_sources;
-  out.logits = at::linear(RmsNorm(f.output, final_norm, eps), emb);
+  if (opts.capture_final_sources) out.final_sources = sources.RawSources();
+  const DepthReadResult f = read({q_final}, final_key_norm);
+  record(-1, RouteSite::kFinal, f.alphas[0]);
+  out.logits = at::linear(RmsNorm(f.outputs[0], final_norm, eps), emb);
   return out;
 }
 

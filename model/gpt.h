@@ -11,12 +11,17 @@
 
 #include "model/config.h"
 #include "model/depth.h"
+#include "model/depth_read.h"
 
 namespace rdattn::model {
 
 struct ForwardOptions {
   bool capture_routes = false;         // fill ForwardOutput::routes (alphas, detached)
   bool capture_final_sources = false;  // fill ForwardOutput::final_sources (for tests)
+  // The reference path (tests): every read as the plain composition of model/depth.h (stack,
+  // key-norm, mixture per route, autograd through every op) instead of the fused read of
+  // model/depth_read.h. Same function; the two differ in the last bits only.
+  bool plain_depth_read = false;
 };
 
 struct ForwardOutput {

@@ -1,0 +1,73 @@
+// The fused depth read used by every arm's forward pass (MODEL.md §2.1, factorised form).
+//
+// A read over K sources with R routes (R = 1: Block's reads, the MLP-side and final reads;
+// R = 2: the attention read of rd, tied, frozen_v and the average arms) computes, per route r,
+//
+//   z[r,k] = inv_rms_k · (x_k · (g ⊙ q_r))      (= q_r · RMSNorm_g(x_k), no 1/√D)
+//   α[r]   = softmax_k z[r]
+//   h_r    = Σ_k α[r,k] · x_k                   (raw sources)
+//
+// The sources enter a per-forward `DepthSources` list once each: cast to the computation dtype
+// and their inverse RMS computed once, then shared by every later read that sees them. No read
+// stacks or normalises the sources; the logits of all routes come from one product of each raw
+// source with the stacked scaled queries [g ⊙ q_0, g ⊙ q_1] (a [D,2] matrix).
+//
+// `DepthReadFunction` is a custom autograd function: it saves the sources (by reference, they
+// are the graph's own tensors), their inverse RMS, the gain, the queries, and per token the
+// weights α and the raw products x_k · (g ⊙ q_r), [R,K,B,T]; the backward recomputes the rest.
+// The plain composition (StackSources, DepthKeys, DepthMixture in model/depth.h) is the
+// reference it is tested against.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace rdattn::model {
+
+// One source of the depth reads of a forward pass.
+struct DepthSource {
+  at::Tensor x;        // [B,T,D], computation dtype
+  at::Tensor inv_rms;  // [B,T,1]: 1 / sqrt(mean_d(x²) + eps), differentiable
+};
+
+// x cast to the computation dtype (ComputeDtype) and its inverse RMS over the last axis.
+DepthSource MakeDepthSource(const at::Tensor& x, double eps);
+
+// The source list of one forward pass: the completed blocks b_0 … b_{n-1} and the current
+// block's partial sum. Each source's inverse RMS is computed once (lazily, when a read first
+// sees it) and reused by every read that sees it; a partial pushed at a block boundary keeps
+// the statistics computed when it was read as the partial.
+class DepthSources {
+ public:
+  explicit DepthSources(double eps) : eps_(eps) {}
+  // Sets the current partial (undefined = EMPTY).
+  void SetPartial(const at::Tensor& partial);
+  // Block boundary: the partial becomes a completed block and the partial is EMPTY.
+  void PushPartial();
+  // blocks ++ [partial], the sources of the next read.
+  std::vector<DepthSource> Sources();
+  // The raw sources of the next read (for ForwardOptions::capture_final_sources).
+  std::vector<at::Tensor> RawSources() const;
+
+ private:
+  double eps_;
+  std::vector<DepthSource> blocks_;
+  at::Tensor partial_;
+  DepthSource partial_source_;  // filled on first read of `partial_`
+};
+
+struct DepthReadResult {
+  std::vector<at::Tensor> outputs;  // per route: h_r, [B,T,D], computation dtype
+  std::vector<at::Tensor> alphas;   // per route: α[r], [K,B,T], not differentiable
+};
+
+// The fused read of 1 or 2 routes (one query per route) over `sources`, with key gain `gain`.
+// Every read computes its logits with the same [B·T,D]×[D,2] product (a 1-route read fills the
+// second column with zeros and drops it), and every per-route step (softmax, mixture) is its
+// own op of the same shape whatever R is: the route of a 1-route read and route 0 (or a route
+// with an equal query) of a 2-route read are therefore bitwise equal, which T6 relies on.
+DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
+                               const std::vector<at::Tensor>& queries, const at::Tensor& gain);
+
+}  // namespace rdattn::model
