@@ -19,6 +19,7 @@
 #include "client/coordinator_client.h"
 #include "client/format.h"
 #include "client/watch.h"
+#include "common/file_util.h"
 #include "common/sha256.h"
 #include "proto/contract/contract.h"
 
@@ -357,32 +358,6 @@ bool SafeReportFileName(const std::string& name) {
   return true;
 }
 
-// Writes `content` to `path` atomically: a temporary file in the same folder, then rename.
-Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
-  const std::filesystem::path tmp =
-      path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return InternalError("cannot write " + tmp.string());
-    f.write(content.data(), static_cast<std::streamsize>(content.size()));
-    f.flush();
-    if (!f) {
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      return InternalError("cannot write " + tmp.string());
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    return InternalError("cannot rename " + tmp.string() + " to " + path.string() + ": " +
-                         ec.message());
-  }
-  return Status::Ok();
-}
-
 // Whether a returned file belongs to a --format: md -> report.md and plots/*, csv -> *.csv,
 // json -> report.json.
 bool FileOfFormat(const std::string& name, const std::string& format) {
@@ -477,7 +452,7 @@ Status RunReport(Invocation& inv) {
       if (ec)
         return InternalError("cannot create " + path.parent_path().string() + ": " + ec.message());
     }
-    RDATTN_RETURN_IF_ERROR(WriteFileAtomically(path, f->content()));
+    RDATTN_RETURN_IF_ERROR(WriteFileAtomically(path.string(), f->content()));
     const std::string ext = path.extension().string();
     if (ext == ".png") {
       inv.out << "plot: " << path.string() << "\n";

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/strings.h"
 #include "proto/contract/contract.h"
 
 namespace rdattn::client {
@@ -78,10 +79,7 @@ std::optional<pb::SweepState> ParseSweepState(const std::string& text) {
 }
 
 std::string Fixed(double v, int digits) {
-  if (!std::isfinite(v)) return "-";
-  char fmt[16];
-  std::snprintf(fmt, sizeof(fmt), "%%.%df", digits);
-  return Printf(fmt, v);
+  return std::isfinite(v) ? strings::Fixed(v, digits) : "-";
 }
 
 std::string HumanTokens(int64_t tokens) {

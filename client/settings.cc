@@ -10,15 +10,10 @@
 #include <sstream>
 #include <utility>
 
+#include "common/strings.h"
+
 namespace rdattn::client {
 namespace {
-
-std::string Trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 // gRPC metadata values must be printable ASCII.
 Status CheckToken(const std::string& token, const std::string& source) {
@@ -81,7 +76,7 @@ std::optional<std::string> ConfigValue(const ConfigFile& cfg, const std::string&
 StatusOr<std::string> TokenFromFile(const std::string& path, const std::string& source) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.status().WithPrefix(source);
-  const std::string token = Trim(*text);
+  const std::string token = strings::Trim(*text);
   if (token.empty()) return InvalidArgumentError(source + ": " + path + " is empty");
   return token;
 }
@@ -169,7 +164,7 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
   } else {
     set_token("", "none");
   }
-  c.token = Trim(c.token);
+  c.token = strings::Trim(c.token);
   RDATTN_RETURN_IF_ERROR(CheckToken(c.token, c.token_source));
 
   // TLS.

@@ -14,6 +14,7 @@
 
 #include "common/field_error.h"
 #include "common/run_config.h"
+#include "common/strings.h"
 
 namespace rdattn::run_config_internal {
 
@@ -25,7 +26,7 @@ using OJson = nlohmann::ordered_json;
 std::string Describe(const OJson& v);
 // snake_case → lowerCamelCase, as protobuf derives json_name.
 std::string Camel(std::string_view snake);
-inline std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+using strings::Quote;
 
 // ------------------------------------------------------------------------------------------
 // Enums: how the RunSpec spells each value, for the reader and the writers.

@@ -18,6 +18,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "common/strings.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/seed_policy.h"
 #include "coordinator/stats/plots.h"
@@ -368,12 +369,9 @@ StatusOr<std::vector<pb::ReportFile>> RenderPlots(const stats::ReportTables& tab
 }  // namespace
 
 uint64_t ReportBootstrapSeed(const std::string& sweep_id) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : sweep_id) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
+  strings::Fnv1a64 h;
+  h.Mix(sweep_id);
+  return h.value();
 }
 
 std::vector<int64_t> ExpectedMilestones(const pb::RunSpec& run) {

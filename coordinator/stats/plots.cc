@@ -35,7 +35,7 @@ const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
 constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
 
 // A gnuplot single-quoted string: no escapes are processed inside, '' is a quote.
-std::string Quote(const std::string& s) {
+std::string GnuplotQuoted(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
     if (c == '\'') {
@@ -92,7 +92,7 @@ std::string Terminal(const std::string& png, size_t rows, size_t cols) {
      << "set encoding utf8\n"
      << "set terminal pngcairo size " << 720 * cols << "," << 500 * rows
      << " noenhanced font 'DejaVu Sans,10'\n"
-     << "set output " << Quote(png) << "\n";
+     << "set output " << GnuplotQuoted(png) << "\n";
   return gp.str();
 }
 
@@ -116,7 +116,7 @@ std::string TokensAxis(const std::set<int64_t>& xs) {
   std::string tics;
   for (int64_t x : xs) {
     if (!tics.empty()) tics += ", ";
-    tics += Quote(TokensLabel(x)) + " " + std::to_string(x);
+    tics += GnuplotQuoted(TokensLabel(x)) + " " + std::to_string(x);
   }
   gp << "set xtics (" << tics << ")\n";
   return gp.str();
@@ -124,9 +124,9 @@ std::string TokensAxis(const std::set<int64_t>& xs) {
 
 std::string NoDataPanel(const std::string& title, const std::string& why) {
   std::ostringstream gp;
-  gp << "set title " << Quote(title) << "\n"
+  gp << "set title " << GnuplotQuoted(title) << "\n"
      << "set xrange [0:1]\nset yrange [0:1]\nunset xtics\nunset ytics\n"
-     << "set label 1 " << Quote(why) << " at 0.5,0.5 center\n"
+     << "set label 1 " << GnuplotQuoted(why) << " at 0.5,0.5 center\n"
      << "plot 2 notitle\n"
      << "unset label 1\nset xtics\nset ytics\nset autoscale x\nset autoscale y\n";
   return gp.str();
@@ -140,7 +140,8 @@ Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
   std::ostringstream gp;
   gp << Terminal(kPlotNllVsTokens, rows, cols);
   gp << "set multiplot layout " << rows << "," << cols << " title "
-     << Quote("Validation NLL against training tokens: mean over seeds, band = min to max seed")
+     << GnuplotQuoted(
+            "Validation NLL against training tokens: mean over seeds, band = min to max seed")
      << "\n";
   for (size_t si = 0; si < t.scales.size(); ++si) {
     const std::string& scale = t.scales[si];
@@ -175,7 +176,7 @@ Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
       gp << NoDataPanel(title, "no validation NLL yet");
       continue;
     }
-    gp << "set title " << Quote(title) << "\n"
+    gp << "set title " << GnuplotQuoted(title) << "\n"
        << "set xlabel 'training tokens'\nset ylabel 'validation NLL (nats/token)'\n"
        << "set key top right\nset grid\n";
     gp << TokensAxis(xs);
@@ -189,10 +190,10 @@ Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
           WriteText(dir / file, "# tokens mean_nll min_nll max_nll sd_nll n\n" + it->second));
       const std::string color = kPalette[ai % kPaletteSize];
       if (!plot.empty()) plot += ", \\\n     ";
-      plot += Quote(file) + " using 1:3:4 with filledcurves fc rgb " + Quote(color) +
-              " fs transparent solid 0.18 noborder notitle, \\\n     " + Quote(file) +
-              " using 1:2 with linespoints lc rgb " + Quote(color) + " lw 2 pt 7 title " +
-              Quote(arms[ai]);
+      plot += GnuplotQuoted(file) + " using 1:3:4 with filledcurves fc rgb " +
+              GnuplotQuoted(color) + " fs transparent solid 0.18 noborder notitle, \\\n     " +
+              GnuplotQuoted(file) + " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) +
+              " lw 2 pt 7 title " + GnuplotQuoted(arms[ai]);
     }
     gp << "plot " << plot << "\n";
     gp << "unset logscale x\nset autoscale x\nset xtics autofreq\n";
@@ -250,8 +251,8 @@ Status WriteDeltaPlot(const ReportTables& t, const fs::path& dir) {
       means_text += Num(x + 0.15) + " " + Num(s.mean) + " " + Num(lo) + " " + Num(hi) + "\n";
     }
     if (!tics.empty()) tics += ", ";
-    tics += Quote(r.scale + ": " + r.arm + " @" + TokensLabel(r.milestone_tokens) +
-                  " (n=" + std::to_string(s.n) + ")") +
+    tics += GnuplotQuoted(r.scale + ": " + r.arm + " @" + TokensLabel(r.milestone_tokens) +
+                          " (n=" + std::to_string(s.n) + ")") +
             " " + Num(x);
   }
   if (points == 0) {
@@ -274,7 +275,7 @@ Status WriteDeltaPlot(const ReportTables& t, const fs::path& dir) {
     }
   }
   const double pad = y_hi > y_lo ? 0.08 * (y_hi - y_lo) : 0.01;
-  gp << "set title " << Quote(title) << "\n"
+  gp << "set title " << GnuplotQuoted(title) << "\n"
      << "set yrange [" << Num(y_lo - pad) << ":" << Num(y_hi + pad) << "]\n"
      << "set ylabel 'Δ validation NLL (nats/token); below 0: the arm is better'\n"
      << "set xrange [0.4:" << Num(static_cast<double>(rows.size()) + 0.6) << "]\n"
@@ -282,11 +283,11 @@ Status WriteDeltaPlot(const ReportTables& t, const fs::path& dir) {
      << "set grid ytics\nset key outside bottom center horizontal\n"
      << "plot 0 with lines dt 2 lc rgb 'black' notitle, \\\n"
      << "     'delta_last_milestone_seeds.dat' using 1:2 with points pt 7 ps 1.3 lc rgb "
-     << Quote(kPalette[0]) << " title 'per-seed Δ', \\\n"
+     << GnuplotQuoted(kPalette[0]) << " title 'per-seed Δ', \\\n"
      << "     'delta_last_milestone_means.dat' using 1:2:3:4 with yerrorbars pt 5 ps 1.6 lw 2 "
         "lc rgb "
-     << Quote(kPalette[1]) << " title "
-     << Quote("mean Δ, " + std::to_string(pct) + "% bootstrap CI") << "\n";
+     << GnuplotQuoted(kPalette[1]) << " title "
+     << GnuplotQuoted("mean Δ, " + std::to_string(pct) + "% bootstrap CI") << "\n";
   return WriteText(dir / "delta_last_milestone.gp", gp.str());
 }
 
@@ -298,7 +299,8 @@ Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
   std::ostringstream gp;
   gp << Terminal(kPlotJsByLayer, rows, cols);
   gp << "set multiplot layout " << rows << "," << cols << " title "
-     << Quote("JS(QK‖V) by layer, mean over seeds at the last milestone (bars: sd over seeds)")
+     << GnuplotQuoted(
+            "JS(QK‖V) by layer, mean over seeds at the last milestone (bars: sd over seeds)")
      << "\n";
   for (size_t si = 0; si < t.scales.size(); ++si) {
     const std::string& scale = t.scales[si];
@@ -334,16 +336,16 @@ Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
           "js_by_layer_s" + std::to_string(si) + "_a" + std::to_string(k) + ".dat";
       RDATTN_RETURN_IF_ERROR(WriteText(dir / file, text));
       if (!plot.empty()) plot += ", \\\n     ";
-      plot += Quote(file) + " using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb " +
-              Quote(kPalette[k % kPaletteSize]) + " title " +
-              Quote(r.arm + " @" + TokensLabel(r.milestone_tokens) + " (n=" + std::to_string(r.n) +
-                    ")");
+      plot += GnuplotQuoted(file) + " using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb " +
+              GnuplotQuoted(kPalette[k % kPaletteSize]) + " title " +
+              GnuplotQuoted(r.arm + " @" + TokensLabel(r.milestone_tokens) +
+                            " (n=" + std::to_string(r.n) + ")");
     }
     if (plot.empty()) {
       gp << NoDataPanel(title, "no arm with a separate V route");
       continue;
     }
-    gp << "set title " << Quote(title) << "\n"
+    gp << "set title " << GnuplotQuoted(title) << "\n"
        << "set xlabel 'layer'\nset ylabel 'JS(QK‖V) (nats); max ln 2 = 0.693'\n"
        << "set xtics 1\nset xrange [-0.5:" << Num(static_cast<double>(layers) - 0.5) << "]\n"
        << "set yrange [0:*]\n"
@@ -364,8 +366,8 @@ Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
   std::ostringstream gp;
   gp << Terminal(kPlotDeltaVsTokens, rows, cols);
   gp << "set multiplot layout " << rows << "," << cols << " title "
-     << Quote("Delta NLL (arm - " + t.reference_arm +
-              ") per seed against training tokens; thick: mean over seeds")
+     << GnuplotQuoted("Delta NLL (arm - " + t.reference_arm +
+                      ") per seed against training tokens; thick: mean over seeds")
      << "\n";
   for (size_t si = 0; si < t.scales.size(); ++si) {
     const std::string& scale = t.scales[si];
@@ -381,7 +383,7 @@ Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
       gp << NoDataPanel(title, "no complete pair yet");
       continue;
     }
-    gp << "set title " << Quote(title) << "\n"
+    gp << "set title " << GnuplotQuoted(title) << "\n"
        << "set xlabel 'training tokens'\nset ylabel 'delta NLL (nats/token)'\n"
        << "set key top right\nset grid\n";
     gp << TokensAxis(xs);
@@ -410,14 +412,16 @@ Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
       if (!seeds_data.empty()) {
         RDATTN_RETURN_IF_ERROR(
             WriteText(dir / (base + "_seeds.dat"), "# tokens delta seed\n" + seeds_data));
-        plot += ", \\\n     " + Quote(base + "_seeds.dat") + " using 1:2 with linespoints lc rgb " +
-                Quote(color) + " lw 1 pt 7 ps 0.6 title " + Quote(tr.arm + ", per seed");
+        plot += ", \\\n     " + GnuplotQuoted(base + "_seeds.dat") +
+                " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) +
+                " lw 1 pt 7 ps 0.6 title " + GnuplotQuoted(tr.arm + ", per seed");
       }
       if (!mean_data.empty()) {
         RDATTN_RETURN_IF_ERROR(
             WriteText(dir / (base + "_mean.dat"), "# tokens mean_delta n\n" + mean_data));
-        plot += ", \\\n     " + Quote(base + "_mean.dat") + " using 1:2 with linespoints lc rgb " +
-                Quote(color) + " lw 3 pt 5 title " + Quote(tr.arm + ", mean");
+        plot += ", \\\n     " + GnuplotQuoted(base + "_mean.dat") +
+                " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) + " lw 3 pt 5 title " +
+                GnuplotQuoted(tr.arm + ", mean");
       }
     }
     gp << "plot " << plot << "\n";

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/strings.h"
 #include "coordinator/stats/plots.h"
 #include "coordinator/stats/render.h"
 
@@ -22,11 +23,7 @@ std::string Printf(const char* format, double v) {
 
 // Markdown: fixed decimals, "n/a" for an undefined value.
 std::string Fixed(double v, int decimals) {
-  if (std::isnan(v)) return "n/a";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char format[16];
-  std::snprintf(format, sizeof(format), "%%.%df", decimals);
-  return Printf(format, v);
+  return std::isnan(v) ? "n/a" : strings::Fixed(v, decimals);
 }
 
 std::string NllOrMissing(double v) { return std::isnan(v) ? "missing" : Fixed(v, 4); }

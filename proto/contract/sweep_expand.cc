@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/strings.h"
 #include "model/config.h"
 #include "proto/contract/contract.h"
 
@@ -21,7 +22,7 @@ namespace {
 // Labels every job's RunSpec gets from its place in the sweep; a sweep may not set them.
 const char* const kJobLabels[] = {"sweep", "scale", "arm", "seed", "pair_group"};
 
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
+using strings::Quote;
 
 std::string FormatDouble(double v) {
   char buf[32];

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/flag_spelling.h"
+#include "common/strings.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/tiny_sweep.h"
 
@@ -492,13 +493,6 @@ std::string ReadFileOr(const std::string& path, bool* ok) {
   return ss.str();
 }
 
-std::string Trim(std::string s) {
-  const size_t end = s.find_last_not_of(" \t\r\n");
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  s.erase(0, std::min(s.size(), s.find_first_not_of(" \t\r\n")));
-  return s;
-}
-
 int Usage(const std::string& message) {
   std::fprintf(stderr, "rdattn-load: %s (see --help)\n", message.c_str());
   return 2;
@@ -541,11 +535,11 @@ int main(int argc, char** argv) {
   options.token = absl::GetFlag(FLAGS_token);
   if (options.token.empty() && !absl::GetFlag(FLAGS_token_file).empty()) {
     bool ok = false;
-    options.token = Trim(ReadFileOr(absl::GetFlag(FLAGS_token_file), &ok));
+    options.token = rdattn::strings::Trim(ReadFileOr(absl::GetFlag(FLAGS_token_file), &ok));
     if (!ok) return Usage("--token-file " + absl::GetFlag(FLAGS_token_file) + ": cannot read");
   }
   if (options.token.empty()) {
-    if (const char* env = std::getenv("RDATTN_TOKEN")) options.token = Trim(env);
+    if (const char* env = std::getenv("RDATTN_TOKEN")) options.token = rdattn::strings::Trim(env);
   }
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (!absl::GetFlag(FLAGS_ca_cert).empty()) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/file_util.h"
 #include "proto/contract/contract.h"
 #include "worker/daemon/log.h"
 
@@ -22,20 +23,6 @@ constexpr size_t kStderrTailBytes = 4096;
 bool Retryable(StatusCode code) {
   return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
          code == StatusCode::kResourceExhausted || code == StatusCode::kUnknown;
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return InternalError("write " + tmp + ": failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return InternalError("rename " + tmp + " -> " + path + ": " + ec.message());
-  return Status::Ok();
 }
 
 EventRelay::Options RelayOptions(const pb::LeaseJobResponse& lease, const JobPaths& paths,

@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "common/strings.h"
 #include "worker/daemon/job_paths.h"
 #include "worker/daemon/log.h"
 
@@ -29,13 +30,6 @@ void SetDuration(std::chrono::milliseconds ms, google::protobuf::Duration* d) {
 bool IsConfigError(StatusCode code) {
   return code == StatusCode::kUnauthenticated || code == StatusCode::kPermissionDenied ||
          code == StatusCode::kInvalidArgument;
-}
-
-std::string Trim(std::string s) {
-  const size_t end = s.find_last_not_of(" \t\r\n");
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  s.erase(0, std::min(s.size(), s.find_first_not_of(" \t\r\n")));
-  return s;
 }
 
 }  // namespace
@@ -69,7 +63,7 @@ Status Worker::LoadWorkerId() {
   if (id.empty()) {
     std::ifstream in(JoinPath(options_.workdir, "worker_id"));
     std::string line;
-    if (in && std::getline(in, line)) id = Trim(line);
+    if (in && std::getline(in, line)) id = strings::Trim(line);
   }
   std::lock_guard<std::mutex> lock(mu_);
   worker_id_ = id;

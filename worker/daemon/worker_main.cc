@@ -26,6 +26,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "common/flag_spelling.h"
+#include "common/strings.h"
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/job_paths.h"
 #include "worker/daemon/launch.h"
@@ -105,12 +106,6 @@ std::string ReadFile(const std::string& path, bool* ok) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::string Trim(std::string s) {
-  const size_t end = s.find_last_not_of(" \t\r\n");
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  return s;
-}
-
 // "model name" of /proc/cpuinfo, or the first GPU's "Model:" from the NVIDIA driver.
 std::string DeviceName(bool gpu) {
   auto field = [](const std::string& path, const std::string& key) -> std::string {
@@ -121,8 +116,7 @@ std::string DeviceName(bool gpu) {
       const size_t colon = line.find(':');
       if (colon == std::string::npos) continue;
       std::string v = line.substr(colon + 1);
-      v.erase(0, std::min(v.size(), v.find_first_not_of(" \t")));
-      return Trim(v);
+      return rdattn::strings::Trim(v);
     }
     return "";
   };
@@ -279,11 +273,11 @@ int main(int argc, char** argv) {
   client.token = absl::GetFlag(FLAGS_token);
   if (client.token.empty() && !absl::GetFlag(FLAGS_token_file).empty()) {
     bool ok = false;
-    client.token = Trim(ReadFile(absl::GetFlag(FLAGS_token_file), &ok));
+    client.token = rdattn::strings::Trim(ReadFile(absl::GetFlag(FLAGS_token_file), &ok));
     if (!ok) return Usage("--token-file " + absl::GetFlag(FLAGS_token_file) + ": cannot read");
   }
   if (client.token.empty()) {
-    if (const char* env = std::getenv("RDATTN_TOKEN")) client.token = Trim(env);
+    if (const char* env = std::getenv("RDATTN_TOKEN")) client.token = rdattn::strings::Trim(env);
   }
   if (!absl::GetFlag(FLAGS_ca_cert).empty()) {
     bool ok = false;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/file_util.h"
 #include "common/sha256.h"
 #include "worker/data/input.h"
 #include "worker/data/shard.h"
@@ -249,40 +250,6 @@ std::string ShardFileName(const std::string& prefix, Split split, int index) {
   char num[16];
   std::snprintf(num, sizeof(num), "%06d", index);
   return prefix + "_" + std::string(SplitName(split)) + "_" + num + ".bin";
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd < 0)
-    return FailedPreconditionError(path +
-                                   ": cannot create temporary file: " + std::strerror(errno));
-  ::fchmod(fd, 0644);
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    const ssize_t r = ::write(fd, p, left);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      return DataLossError(path + ": write failed: " + std::strerror(err));
-    }
-    p += r;
-    left -= static_cast<size_t>(r);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmpl.c_str());
-    return DataLossError(path + ": fsync/close failed: " + std::strerror(err));
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmpl.c_str());
-    return FailedPreconditionError(path + ": cannot rename into place: " + std::strerror(err));
-  }
-  return Status::Ok();
 }
 
 StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& tok) {

@@ -60,7 +60,4 @@ std::string ShardFileName(const std::string& prefix, Split split, int index);
 // (NAME_split_NNNNNN.bin with higher numbers) are removed, so a glob never mixes two runs.
 StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& tokenizer);
 
-// Writes `contents` to `path` atomically (temporary file in the same folder, fsync, rename).
-Status WriteFileAtomically(const std::string& path, const std::string& contents);
-
 }  // namespace rdattn::data
