@@ -1,199 +1,515 @@
-// rdattn_model_bench: forward + backward tokens/s and peak memory per arm at one CPU preset.
-// Peak memory is measured in a fresh child process per arm (one step). The arms alternate
-// within one run (round-robin), so machine noise hits every arm alike, and
-// the figures that matter are the ratios rd/block and block/standard printed at the end.
+// rdattn_model_bench: the benchmark suite (docs/benchmarks.md). In one run it
+//   - measures the GEMM peak: FLOP/s of at::mm on square fp32 matrices (bf16 on CUDA), in this
+//     process with the training's thread count, and of the model's largest matmul (LM head);
+//   - for each preset, alternates the arms round-robin (so machine noise hits each alike) over
+//     full training steps (forward, backward, clip_grad_norm_, AdamW, as rdattn-train runs them)
+//     and reports tokens/s; peak memory per arm from a fresh child process; model FLOPs per
+//     token from model::CountFlops, cross-checked against the matmul FLOPs the dispatcher
+//     records; achieved FLOP/s and its fraction of the GEMM peak;
+//   - runs the 2-rank MPI step (`mpirun -np 2` of this binary with --mpi-step) and splits it into
+//     data wait, compute, all-reduce and optimizer (medians);
+//   - prints a table and, with --json FILE, writes every figure (top-level keys for the primary
+//     preset, cpu-bench by default, and the same under "per_preset").
 //
-//   rdattn_model_bench [--preset cpu-bench] [--batch 4] [--rounds 3] [--steps 3] [--threads 1]
-//                      [--arms standard,block,rd,...]
+//   rdattn_model_bench [--presets cpu-small,cpu-bench] [--primary cpu-bench]
+//                      [--arms standard,block,rd,frozen_v,average] [--batch 4] [--rounds 3]
+//                      [--steps 3] [--warmup 1] [--threads 1] [--device cpu|cuda] [--precision
+//                      auto|fp32|bf16]
+//                      [--gemm-size N] [--gemm-seconds S] [--peak-flops F] [--no-memory]
+//                      [--probe-jobs 2]
+//                      [--no-flop-check] [--no-mpi] [--mpirun PATH] [--mpi-preset P]
+//                      [--mpi-batch 4] [--mpi-steps 5] [--json FILE]
+// Internal modes: --memory-probe ARM (child), --mpi-step (under mpirun), --gpu-checks.
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "model/gpt.h"
+#include "tests/bench/bench_common.h"
 
 namespace {
 
 using rdattn::model::Arm;
+namespace bench = rdattn::bench;
 
-// Reads a "Vm…: N kB" line of /proc/self/status, in bytes (-1 if unavailable).
-int64_t ProcStatusBytes(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const size_t n = std::strlen(key);
-  while (std::getline(in, line)) {
-    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':') {
-      return std::stoll(line.substr(n + 1)) * 1024;
-    }
-  }
-  return -1;
-}
-
-// Memory probe, run in a fresh child process per arm (a process's peak RSS never goes down and
-// freed memory is reused, so arms cannot be measured one after another in one process): builds
-// the model and a batch, then prints the peak RSS of one forward + backward step minus the RSS
-// before it, in bytes.
-int MemoryProbe(const std::string& preset, rdattn::model::Arm arm, int64_t batch) {
-  at::set_num_threads(1);
-  const auto cfg = *rdattn::model::Preset(preset, arm);
-  rdattn::model::Gpt m(cfg, 0);
-  const at::Tensor tokens = torch::randint(cfg.vocab_size, {batch, cfg.context + 1}, torch::kLong);
-  const int64_t before = ProcStatusBytes("VmRSS");
-  rdattn::model::GptImpl::Loss(m->forward(tokens.narrow(1, 0, cfg.context)),
-                               tokens.narrow(1, 1, cfg.context))
-      .backward();
-  std::printf("%lld\n", static_cast<long long>(ProcStatusBytes("VmHWM") - before));
-  return 0;
-}
-
-// Runs this binary's memory probe for `arm` in a child process; -1 on failure.
-int64_t ProbeInChild(const std::string& preset, rdattn::model::Arm arm, int64_t batch) {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return -1;
-  self[n] = '\0';
-  const std::string cmd = std::string(self) + " --memory-probe " +
-                          std::string(rdattn::model::ArmName(arm)) + " --preset " + preset +
-                          " --batch " + std::to_string(batch);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  long long v = -1;
-  if (std::fscanf(p, "%lld", &v) != 1) v = -1;
-  return pclose(p) == 0 ? v : -1;
-}
-
-struct Stat {
-  double seconds = 0;
-  int64_t tokens = 0;
-  int64_t peak_extra_bytes =
-      -1;  // peak RSS of one training step minus the RSS before it (child process)
-};
-
-[[noreturn]] void Usage(const char* msg) {
-  std::fprintf(stderr, "rdattn_model_bench: %s\n", msg);
+[[noreturn]] void Usage(const std::string& msg) {
+  std::fprintf(stderr, "rdattn_model_bench: %s\n", msg.c_str());
   std::exit(2);
 }
 
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<Arm> ParseArms(const std::string& list) {
+  std::vector<Arm> arms;
+  for (const std::string& name : Split(list)) {
+    auto arm = rdattn::model::ParseArm(name);
+    if (!arm) Usage("--arms: unknown arm '" + name + "'; valid: " + rdattn::model::ValidArmNames());
+    arms.push_back(*arm);
+  }
+  if (arms.empty()) Usage("--arms: empty list");
+  return arms;
+}
+
+std::string Name(Arm a) { return std::string(rdattn::model::ArmName(a)); }
+
+struct ArmResult {
+  double seconds = 0;
+  int64_t tokens = 0;
+  int64_t steps = 0;
+  int64_t peak_memory_bytes = -1;
+  int64_t params = 0;
+  rdattn::model::FlopCounts flops;
+  bench::MeasuredFlops measured;
+  double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0; }
+};
+
+struct Options {
+  std::vector<std::string> presets = {"cpu-small", "cpu-bench"};
+  std::string primary;
+  std::vector<Arm> arms;
+  int64_t batch = 4, rounds = 3, steps = 3, threads = 1, warmup = 1;
+  std::string device = "cpu", precision = "auto";
+  int64_t gemm_size = 0;  // 0: 1024 on CPU, 8192 on CUDA
+  double gemm_seconds = 1.0;
+  double peak_flops = 0;  // documented peak for MFU (optional)
+  bool memory = true, flop_check = true, mpi = true;
+  bool flop_check_set = false;
+  std::string mpirun, mpi_preset;
+  int64_t mpi_batch = 4, mpi_steps = 5;
+  int64_t probe_jobs = 2;  // memory probes at a time
+  std::string json;
+};
+
+// Runs the 2-rank MPI step through mpirun; the parsed JSON of rank 0, or a {"error": …} object.
+nlohmann::json RunMpiStep(const Options& o) {
+#if defined(RDATTN_HAVE_MPI)
+  std::string mpirun = o.mpirun;
+#if defined(RDATTN_BENCH_MPIEXEC)
+  if (mpirun.empty()) mpirun = RDATTN_BENCH_MPIEXEC;
+#endif
+  if (mpirun.empty()) mpirun = "mpirun";
+  // The local-run environment of scripts/lib.sh (rdattn_env), where not already set.
+  for (const auto& [k, v] : std::vector<std::pair<const char*, const char*>>{
+           {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+           {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+           {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+           {"OMPI_MCA_btl", "self,vader"},
+           {"OMPI_MCA_btl_vader_single_copy_mechanism", "none"},
+           {"OMPI_MCA_plm", "isolated"}})
+    setenv(k, v, 0);
+  setenv("OMP_NUM_THREADS", "1", 1);
+  std::string arms;
+  for (Arm a : o.arms) arms += (arms.empty() ? "" : ",") + Name(a);
+  const std::string cmd = mpirun + " -np 2 --oversubscribe " + bench::SelfPath() +
+                          " --mpi-step --preset " + o.mpi_preset + " --arms " + arms +
+                          " --mpi-batch " + std::to_string(o.mpi_batch) + " --steps " +
+                          std::to_string(o.mpi_steps) + " --threads 1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {{"error", "cannot start: " + cmd}};
+  std::string found, line;
+  char buf[1 << 16];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) {
+    line = buf;
+    const std::string tag = "RDATTN_BENCH_MPI ";
+    if (line.compare(0, tag.size(), tag) == 0) found = line.substr(tag.size());
+  }
+  const int rc = pclose(p);
+  if (rc != 0 || found.empty())
+    return {{"error", "'" + cmd + "' failed (status " + std::to_string(rc) + ")"}};
+  return nlohmann::json::parse(found);
+#else
+  return {{"error", "this build has no MPI (RDATTN_WITH_MPI off or MPI not found)"}};
+#endif
+}
+
+double Ratio(double a, double b) { return (a > 0 && b > 0) ? a / b : 0; }
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string preset = "cpu-bench",
-              arms_arg = "standard,block,rd,tied,average,average_asym,frozen_v", probe;
-  int64_t batch = 4, rounds = 3, steps = 3, threads = 1;
+int Run(int argc, char** argv) {
+  Options o;
+  std::string arms_arg = "standard,block,rd,frozen_v,average", probe, check_preset = "cpu-small";
+  bool mpi_step = false, gpu_checks = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
+      if (i + 1 >= argc) Usage("missing value for " + a);
       return argv[++i];
     };
-    if (a == "--preset")
-      preset = next();
-    else if (a == "--batch")
-      batch = std::stoll(next());
-    else if (a == "--rounds")
-      rounds = std::stoll(next());
-    else if (a == "--steps")
-      steps = std::stoll(next());
-    else if (a == "--threads")
-      threads = std::stoll(next());
+    auto next_int = [&]() -> int64_t {
+      const std::string v = next();
+      try {
+        size_t used = 0;
+        const long long x = std::stoll(v, &used);
+        if (used == v.size()) return x;
+      } catch (const std::exception&) {
+      }
+      Usage(a + ": expected an integer, got '" + v + "'");
+    };
+    auto next_double = [&]() -> double {
+      const std::string v = next();
+      try {
+        size_t used = 0;
+        const double x = std::stod(v, &used);
+        if (used == v.size()) return x;
+      } catch (const std::exception&) {
+      }
+      Usage(a + ": expected a number, got '" + v + "'");
+    };
+    if (a == "--presets")
+      o.presets = Split(next());
+    else if (a == "--preset")
+      o.presets = {next()};
+    else if (a == "--primary")
+      o.primary = next();
     else if (a == "--arms")
       arms_arg = next();
+    else if (a == "--batch")
+      o.batch = next_int();
+    else if (a == "--rounds")
+      o.rounds = next_int();
+    else if (a == "--steps")
+      o.steps = next_int();
+    else if (a == "--warmup")
+      o.warmup = next_int();
+    else if (a == "--threads")
+      o.threads = next_int();
+    else if (a == "--device")
+      o.device = next();
+    else if (a == "--precision")
+      o.precision = next();
+    else if (a == "--gemm-size")
+      o.gemm_size = next_int();
+    else if (a == "--gemm-seconds")
+      o.gemm_seconds = next_double();
+    else if (a == "--peak-flops")
+      o.peak_flops = next_double();
+    else if (a == "--probe-jobs")
+      o.probe_jobs = next_int();
+    else if (a == "--no-memory")
+      o.memory = false;
+    else if (a == "--flop-check")
+      o.flop_check = o.flop_check_set = true;
+    else if (a == "--no-flop-check") {
+      o.flop_check = false;
+      o.flop_check_set = true;
+    } else if (a == "--no-mpi")
+      o.mpi = false;
+    else if (a == "--mpirun")
+      o.mpirun = next();
+    else if (a == "--mpi-preset")
+      o.mpi_preset = next();
+    else if (a == "--mpi-batch")
+      o.mpi_batch = next_int();
+    else if (a == "--mpi-steps")
+      o.mpi_steps = next_int();
+    else if (a == "--json")
+      o.json = next();
     else if (a == "--memory-probe")
       probe = next();
+    else if (a == "--mpi-step")
+      mpi_step = true;
+    else if (a == "--gpu-checks")
+      gpu_checks = true;
+    else if (a == "--check-preset")
+      check_preset = next();
     else
-      Usage(("unknown flag " + a).c_str());
+      Usage("unknown flag " + a + " (see the comment at the top of tests/bench/model_bench.cc)");
   }
-  if (batch < 1 || rounds < 1 || steps < 1 || threads < 1)
-    Usage("batch, rounds, steps and threads must be ≥ 1");
-  std::vector<Arm> arms;
-  std::stringstream ss(arms_arg);
-  for (std::string name; std::getline(ss, name, ',');) {
-    auto arm = rdattn::model::ParseArm(name);
-    if (!arm)
-      Usage(
-          ("--arms: unknown arm '" + name + "'; valid: " + rdattn::model::ValidArmNames()).c_str());
-    arms.push_back(*arm);
+  if (o.batch < 1 || o.rounds < 1 || o.steps < 1 || o.threads < 1 || o.mpi_batch < 1 ||
+      o.mpi_steps < 1 || o.warmup < 0 || o.probe_jobs < 1)
+    Usage("batch, rounds, steps, threads, mpi-batch and mpi-steps must be >= 1, warmup >= 0");
+  if (o.gemm_seconds < 0 || o.peak_flops < 0) Usage("--gemm-seconds and --peak-flops must be >= 0");
+  o.arms = ParseArms(arms_arg);
+  if (o.presets.empty()) Usage("--presets: empty list");
+  for (const std::string& p : o.presets)
+    if (!rdattn::model::Preset(p, Arm::kBlock))
+      Usage("--preset: unknown preset '" + p + "'; valid: S, M, tiny, cpu-small, cpu-bench");
+  bench::DeviceSpec dev;
+  if (const std::string err = bench::ResolveDevice(o.device, o.precision, &dev); !err.empty()) {
+    std::fprintf(stderr, "rdattn_model_bench: %s\n", err.c_str());
+    return 3;
   }
-  if (!rdattn::model::Preset(preset, Arm::kBlock))
-    Usage(("--preset: unknown preset '" + preset + "'").c_str());
+
+  // Internal modes.
   if (!probe.empty()) {
     auto arm = rdattn::model::ParseArm(probe);
-    if (!arm) Usage(("--memory-probe: unknown arm '" + probe + "'").c_str());
-    return MemoryProbe(preset, *arm, batch);
+    if (!arm) Usage("--memory-probe: unknown arm '" + probe + "'");
+    return bench::MemoryProbeMain(o.presets.front(), *arm, o.batch, dev, o.threads);
   }
-  at::set_num_threads(static_cast<int>(threads));
+  if (mpi_step) {
+    bench::MpiOptions m;
+    m.preset = o.presets.front();
+    m.arms = o.arms;
+    m.global_batch = o.mpi_batch;
+    m.steps = o.mpi_steps;
+    m.threads = o.threads;
+    return bench::MpiStepMain(m);
+  }
+  if (gpu_checks) {
+    if (!rdattn::model::Preset(check_preset, Arm::kBlock))
+      Usage("--check-preset: unknown preset '" + check_preset + "'");
+    at::set_num_threads(static_cast<int>(o.threads));
+    return bench::DeviceChecksMain(check_preset, dev);
+  }
+
+  // The suite.
+  if (o.primary.empty())
+    o.primary = std::find(o.presets.begin(), o.presets.end(), "cpu-bench") != o.presets.end()
+                    ? "cpu-bench"
+                    : o.presets.back();
+  if (std::find(o.presets.begin(), o.presets.end(), o.primary) == o.presets.end())
+    Usage("--primary " + o.primary + " is not one of --presets");
+  if (o.mpi_preset.empty()) o.mpi_preset = o.primary;
+  if (!rdattn::model::Preset(o.mpi_preset, Arm::kBlock))
+    Usage("--mpi-preset: unknown preset '" + o.mpi_preset + "'");
+  if (dev.cuda()) o.mpi = false;  // the MPI step is the CPU data-parallel path
+  if (dev.cuda() && !o.flop_check_set) o.flop_check = false;  // a CPU count; slow at S scale
+  if (o.gemm_size <= 0) o.gemm_size = dev.cuda() ? 8192 : 1024;
+  at::set_num_threads(static_cast<int>(o.threads));
   torch::manual_seed(0);
 
-  const auto base = *rdattn::model::Preset(preset, Arm::kBlock);
-  const int64_t T = base.context;
+  const std::string precision = dev.cuda() ? (dev.bf16 ? "bf16" : "fp32") : "fp32";
   std::printf(
-      "preset=%s layers=%lld width=%lld heads=%lld context=%lld vocab=%lld batch=%lld "
-      "threads=%lld rounds=%lld steps/round=%lld torch=%s\n",
-      preset.c_str(), (long long)base.layers, (long long)base.width, (long long)base.heads,
-      (long long)T, (long long)base.vocab_size, (long long)batch, (long long)threads,
-      (long long)rounds, (long long)steps, TORCH_VERSION);
+      "rdattn_model_bench: torch %s, device %s (%s), threads %lld, batch %lld, rounds %lld, "
+      "steps/round %lld\n",
+      TORCH_VERSION, o.device.c_str(), precision.c_str(), (long long)o.threads, (long long)o.batch,
+      (long long)o.rounds, (long long)o.steps);
+  const double gemm_peak = bench::MeasureGemmFlops(o.gemm_size, o.gemm_seconds, dev);
+  const std::string gemm_dtype = dev.cuda() && dev.bf16 ? "bfloat16" : "float32";
+  std::printf("GEMM peak: at::mm %lldx%lld %s, %lld thread(s): %.2f GFLOP/s\n",
+              (long long)o.gemm_size, (long long)o.gemm_size, gemm_dtype.c_str(),
+              (long long)o.threads, gemm_peak / 1e9);
 
-  std::map<Arm, rdattn::model::Gpt> models;
-  for (Arm arm : arms)
-    models.emplace(arm, rdattn::model::Gpt(*rdattn::model::Preset(preset, arm), 0));
-  const at::Tensor tokens = torch::randint(base.vocab_size, {batch, T + 1}, torch::kLong);
-  const at::Tensor x = tokens.narrow(1, 0, T), y = tokens.narrow(1, 1, T);
-  auto step = [&](rdattn::model::Gpt& m) {
-    m->zero_grad();
-    rdattn::model::GptImpl::Loss(m->forward(x), y).backward();
-  };
-  for (Arm arm : arms) step(models.at(arm));  // warm-up: allocator and BLAS pools
+  nlohmann::json out = {{"schema", "rdattn.bench.v1"},
+                        {"torch", TORCH_VERSION},
+                        {"device", o.device},
+                        {"precision", precision},
+                        {"threads", o.threads},
+                        {"batch_sequences", o.batch},
+                        {"rounds", o.rounds},
+                        {"steps_per_round", o.steps},
+                        {"warmup_steps", o.warmup},
+                        {"primary_preset", o.primary},
+                        {"gemm",
+                         {{"size", o.gemm_size},
+                          {"dtype", gemm_dtype},
+                          {"threads", o.threads},
+                          {"flops_per_second", gemm_peak}}},
+                        {"per_preset", nlohmann::json::object()}};
+  if (o.peak_flops > 0) out["documented_peak_flops_per_second"] = o.peak_flops;
 
-  std::map<Arm, Stat> stats;
-  for (int64_t r = 0; r < rounds; ++r) {
-    for (Arm arm : arms) {
-      auto& m = models.at(arm);
-      m->zero_grad();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t s = 0; s < steps; ++s) step(m);
-      const double dt =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      Stat& st = stats[arm];
-      st.seconds += dt;
-      st.tokens += steps * batch * T;
-      if (r == 0) st.peak_extra_bytes = ProbeInChild(preset, arm, batch);
+  for (const std::string& preset : o.presets) {
+    const auto base = *rdattn::model::Preset(preset, Arm::kBlock);
+    const int64_t T = base.context;
+    const double head_gemm = bench::MeasureGemmShapeFlops(o.batch * T, base.width, base.vocab_size,
+                                                          o.gemm_seconds / 2, dev);
+    std::map<Arm, rdattn::model::Gpt> models;
+    std::map<Arm, std::unique_ptr<torch::optim::AdamW>> opts;
+    std::map<Arm, ArmResult> res;
+    for (Arm arm : o.arms) {
+      const auto cfg = *rdattn::model::Preset(preset, arm);
+      auto it = models.emplace(arm, rdattn::model::Gpt(cfg, 0)).first;
+      it->second->to(dev.device);
+      opts[arm] = bench::MakeAdamW(it->second);
+      ArmResult& r = res[arm];
+      for (const auto& p : it->second->parameters()) r.params += p.numel();
+      r.flops = rdattn::model::CountFlops(cfg);
+      if (o.flop_check) r.measured = bench::CountMatmulFlops(cfg, 1);
     }
-  }
+    const at::Tensor batch = bench::RandomBatch(base, o.batch, 1, dev);
+    // Warm-up: allocator, BLAS pools, cuBLAS heuristics.
+    for (int64_t w = 0; w < o.warmup; ++w)
+      for (Arm arm : o.arms) bench::FullStep(models.at(arm), *opts.at(arm), batch, dev);
+    bench::Sync(dev);
+    for (int64_t round = 0; round < o.rounds; ++round) {
+      for (Arm arm : o.arms) {
+        auto& m = models.at(arm);
+        auto& opt = *opts.at(arm);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t s = 0; s < o.steps; ++s) bench::FullStep(m, opt, batch, dev);
+        bench::Sync(dev);
+        const double dt =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ArmResult& r = res[arm];
+        r.seconds += dt;
+        r.tokens += o.steps * o.batch * T;
+        r.steps += o.steps;
+      }
+    }
+    // After the timings, so that the probes' processes do not slow the timed steps.
+    if (o.memory) {
+      const std::vector<int64_t> mem = bench::ProbeMemoryInChildren(
+          preset, o.arms, o.batch, o.device, o.precision, o.threads, o.probe_jobs);
+      for (size_t i = 0; i < o.arms.size(); ++i) res[o.arms[i]].peak_memory_bytes = mem[i];
+    }
 
-  std::printf("%-13s %12s %12s %16s %14s\n", "arm", "tokens/s", "ms/step", "step_peak_MiB",
-              "params");
-  std::map<Arm, double> tps;
-  for (Arm arm : arms) {
-    const Stat& st = stats[arm];
-    tps[arm] = static_cast<double>(st.tokens) / st.seconds;
-    int64_t params = 0;
-    for (const auto& p : models.at(arm)->parameters()) params += p.numel();
     std::printf(
-        "%-13s %12.1f %12.1f %16.1f %14lld\n", std::string(rdattn::model::ArmName(arm)).c_str(),
-        tps[arm], 1000.0 * st.seconds / static_cast<double>(rounds * steps),
-        st.peak_extra_bytes < 0 ? -1.0 : static_cast<double>(st.peak_extra_bytes) / (1 << 20),
-        (long long)params);
-  }
-  auto ratio = [&](Arm a, Arm b, const char* label) {
-    if (tps.count(a) && tps.count(b)) {
-      std::printf("%s throughput ratio: %.3f", label, tps[a] / tps[b]);
-      const auto& sa = stats[a];
-      const auto& sb = stats[b];
-      if (sa.peak_extra_bytes > 0 && sb.peak_extra_bytes > 0)
-        std::printf("   peak-memory ratio: %.3f",
-                    static_cast<double>(sa.peak_extra_bytes) / sb.peak_extra_bytes);
+        "\npreset %s: layers %lld, width %lld, heads %lld, ffn %lld, blocks %lld, "
+        "context %lld, vocab %lld; LM-head GEMM %lldx%lldx%lld: %.2f GFLOP/s\n",
+        preset.c_str(), (long long)base.layers, (long long)base.width, (long long)base.heads,
+        (long long)base.ffn_hidden, (long long)base.blocks, (long long)T,
+        (long long)base.vocab_size, (long long)(o.batch * T), (long long)base.width,
+        (long long)base.vocab_size, head_gemm / 1e9);
+    std::printf("%-9s %10s %9s %9s %10s %10s %10s %10s %7s %7s", "arm", "tokens/s", "ms/step",
+                "peak_MiB", "params", "fwd_MF/tk", "train_MF/tk", "GFLOP/s", "of_gemm", "meas/an");
+    if (o.peak_flops > 0) std::printf(" %7s", "MFU");
+    std::printf("\n");
+    nlohmann::json arms_json = nlohmann::json::object();
+    for (Arm arm : o.arms) {
+      const ArmResult& r = res[arm];
+      const double tps = r.tokens_per_second();
+      const double achieved = r.flops.training() * tps;
+      // The measured count sees only the matmuls (mm, addmm, bmm, baddbmm): equal to the
+      // analytic count for `standard`; for the depth arms it differs by at most the depth-read
+      // term, whichever of its parts the model computes as matmuls (docs/benchmarks.md).
+      const double analytic_mm = r.flops.training();
+      const double measured_mm = r.measured.forward_per_token + r.measured.backward_per_token;
+      std::printf(
+          "%-9s %10.1f %9.1f %9.1f %10lld %10.3f %10.3f %10.3f %7.3f", Name(arm).c_str(), tps,
+          1000.0 * r.seconds / static_cast<double>(r.steps),
+          r.peak_memory_bytes < 0 ? -1.0 : static_cast<double>(r.peak_memory_bytes) / (1 << 20),
+          (long long)r.params, r.flops.forward() / 1e6, r.flops.training() / 1e6, achieved / 1e9,
+          achieved / gemm_peak);
+      if (r.measured.ok())
+        std::printf(" %7.4f", measured_mm / analytic_mm);
+      else
+        std::printf(" %7s", "-");
+      if (o.peak_flops > 0) std::printf(" %7.4f", achieved / o.peak_flops);
       std::printf("\n");
+      nlohmann::json a = {{"tokens_per_second", tps},
+                          {"ms_per_step", 1000.0 * r.seconds / static_cast<double>(r.steps)},
+                          {"timed_steps", r.steps},
+                          {"peak_memory_bytes", r.peak_memory_bytes},
+                          {"params", r.params},
+                          {"flops_per_token_forward", r.flops.forward()},
+                          {"flops_per_token_training", r.flops.training()},
+                          {"flops_per_token_matmul_forward", r.flops.matmul_forward},
+                          {"flops_per_token_attention_forward", r.flops.attention_forward},
+                          {"flops_per_token_depth_read_forward", r.flops.depth_read_forward},
+                          {"achieved_flops_per_second", achieved},
+                          {"flops_over_peak", achieved / gemm_peak}};
+      if (r.measured.ok()) {
+        a["measured_matmul_flops_per_token_forward"] = r.measured.forward_per_token;
+        a["measured_matmul_flops_per_token_backward"] = r.measured.backward_per_token;
+        a["measured_matmul_over_analytic_flops"] = measured_mm / analytic_mm;
+      }
+      if (o.peak_flops > 0) a["mfu"] = achieved / o.peak_flops;
+      arms_json[Name(arm)] = a;
     }
-  };
-  ratio(Arm::kRd, Arm::kBlock, "rd/block");
-  ratio(Arm::kBlock, Arm::kStandard, "block/standard");
+    nlohmann::json pj = {{"config",
+                          {{"layers", base.layers},
+                           {"width", base.width},
+                           {"heads", base.heads},
+                           {"ffn_hidden", base.ffn_hidden},
+                           {"blocks", base.blocks},
+                           {"context", T},
+                           {"vocab_size", base.vocab_size}}},
+                         {"lm_head_gemm_flops_per_second", head_gemm},
+                         {"arms", arms_json}};
+    auto has = [&](Arm a) { return res.count(a) > 0; };
+    auto mem_ratio = [&](Arm a, Arm b) {
+      return Ratio(static_cast<double>(res[a].peak_memory_bytes),
+                   static_cast<double>(res[b].peak_memory_bytes));
+    };
+    if (has(Arm::kRd) && has(Arm::kBlock)) {
+      pj["rd_over_block_tokens_per_second"] =
+          Ratio(res[Arm::kRd].tokens_per_second(), res[Arm::kBlock].tokens_per_second());
+      pj["rd_over_block_peak_memory"] = mem_ratio(Arm::kRd, Arm::kBlock);
+      std::printf("rd/block: tokens/s %.3f, peak memory %.3f\n",
+                  pj["rd_over_block_tokens_per_second"].get<double>(),
+                  pj["rd_over_block_peak_memory"].get<double>());
+    }
+    if (has(Arm::kBlock) && has(Arm::kStandard)) {
+      pj["block_over_standard_tokens_per_second"] =
+          Ratio(res[Arm::kBlock].tokens_per_second(), res[Arm::kStandard].tokens_per_second());
+      pj["block_over_standard_peak_memory"] = mem_ratio(Arm::kBlock, Arm::kStandard);
+      std::printf("block/standard: tokens/s %.3f, peak memory %.3f\n",
+                  pj["block_over_standard_tokens_per_second"].get<double>(),
+                  pj["block_over_standard_peak_memory"].get<double>());
+    }
+    for (Arm arm : {Arm::kStandard, Arm::kBlock, Arm::kRd})
+      if (has(arm)) pj[Name(arm) + "_flops_over_peak"] = arms_json[Name(arm)]["flops_over_peak"];
+    out["per_preset"][preset] = pj;
+  }
+
+  // Top level: the primary preset's ratios.
+  for (const char* key :
+       {"rd_over_block_tokens_per_second", "rd_over_block_peak_memory",
+        "block_over_standard_tokens_per_second", "block_over_standard_peak_memory",
+        "standard_flops_over_peak", "block_flops_over_peak", "rd_flops_over_peak"}) {
+    const auto& pj = out["per_preset"][o.primary];
+    if (pj.contains(key)) out[key] = pj[key];
+  }
+
+  if (o.mpi) {
+    nlohmann::json mpi = RunMpiStep(o);
+    if (mpi.contains("error")) {
+      std::printf("\nMPI step: %s\n", mpi["error"].get<std::string>().c_str());
+    } else {
+      std::printf(
+          "\nMPI step: %d ranks (%s), preset %s, global batch %lld sequences, 1 thread "
+          "per rank; medians of %lld steps (rank 0)\n",
+          mpi["world_size"].get<int>(), mpi["backend"].get<std::string>().c_str(),
+          o.mpi_preset.c_str(), (long long)o.mpi_batch, (long long)o.mpi_steps);
+      std::printf("%-9s %10s %9s %9s %11s %12s %12s\n", "arm", "tokens/s", "step_ms", "data_ms",
+                  "compute_ms", "allreduce_ms", "optimizer_ms");
+      for (Arm arm : o.arms) {
+        const auto& a = mpi["arms"][Name(arm)];
+        std::printf("%-9s %10.1f %9.2f %9.3f %11.2f %12.3f %12.3f\n", Name(arm).c_str(),
+                    a["tokens_per_second"].get<double>(), 1e3 * a["step_seconds"].get<double>(),
+                    1e3 * a["data_seconds"].get<double>(), 1e3 * a["compute_seconds"].get<double>(),
+                    1e3 * a["allreduce_seconds"].get<double>(),
+                    1e3 * a["optimizer_seconds"].get<double>());
+      }
+      const auto& arms = mpi["arms"];
+      if (arms.contains("rd") && arms.contains("block"))
+        mpi["rd_over_block_tokens_per_second"] =
+            Ratio(arms["rd"]["tokens_per_second"].get<double>(),
+                  arms["block"]["tokens_per_second"].get<double>());
+    }
+    out["mpi"] = mpi;
+  }
+
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << out.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "rdattn_model_bench: cannot write %s\n", o.json.c_str());
+      return 1;
+    }
+    std::printf("\nwrote %s\n", o.json.c_str());
+  }
   return 0;
+}
+
+// LibTorch reports errors by exception: print the message without the C++ backtrace.
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "rdattn_model_bench: %s\n", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdattn_model_bench: %s\n", e.what());
+  }
+  return 1;
 }

@@ -1,0 +1,324 @@
+// The full training step, memory probes, GEMM peak and measured FLOP count of
+// rdattn_model_bench (bench_common.h).
+//
+// First: torch/nn/utils/clip_grad.h does not include what it uses.
+#include <torch/types.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
+#include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#if defined(RDATTN_BENCH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "tests/bench/bench_common.h"
+
+namespace rdattn::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Reads a "Vm…: N kB" line of /proc/self/status, in bytes (-1 if unavailable).
+int64_t ProcStatusBytes(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const size_t n = std::strlen(key);
+  while (std::getline(in, line)) {
+    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':') {
+      return std::stoll(line.substr(n + 1)) * 1024;
+    }
+  }
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux ≥ 4.0: "5" > /proc/self/clear_refs).
+bool ResetPeakRss() {
+  std::ofstream out("/proc/self/clear_refs");
+  if (!out) return false;
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// Matmul FLOP counter, fed by a global RecordFunction callback (a plain function pointer, so
+// the counters are globals).
+std::atomic<int64_t> g_matmul_flops{0};
+std::atomic<int64_t> g_matmul_calls{0};
+
+int64_t Dim(const c10::IValue& v, int64_t d) {
+  if (!v.isTensor()) return -1;
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined() || t.dim() <= d) return -1;
+  return t.size(d);
+}
+
+std::unique_ptr<at::ObserverContext> CountMatmul(const at::RecordFunction& fn) {
+  const std::string name = fn.name();
+  const auto inputs = fn.inputs();
+  int64_t flops = -1;
+  if (name == "aten::mm" && inputs.size() >= 2) {
+    flops = 2 * Dim(inputs[0], 0) * Dim(inputs[0], 1) * Dim(inputs[1], 1);
+  } else if (name == "aten::addmm" && inputs.size() >= 3) {
+    flops = 2 * Dim(inputs[1], 0) * Dim(inputs[1], 1) * Dim(inputs[2], 1);
+  } else if (name == "aten::bmm" && inputs.size() >= 2) {
+    flops = 2 * Dim(inputs[0], 0) * Dim(inputs[0], 1) * Dim(inputs[0], 2) * Dim(inputs[1], 2);
+  } else if (name == "aten::baddbmm" && inputs.size() >= 3) {
+    flops = 2 * Dim(inputs[1], 0) * Dim(inputs[1], 1) * Dim(inputs[1], 2) * Dim(inputs[2], 2);
+  }
+  if (flops > 0) {
+    g_matmul_flops += flops;
+    ++g_matmul_calls;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string ResolveDevice(const std::string& name, const std::string& precision, DeviceSpec* out) {
+  if (precision != "auto" && precision != "fp32" && precision != "bf16")
+    return "--precision: expected auto, fp32 or bf16, got '" + precision + "'";
+  if (name == "cpu") {
+    if (precision == "bf16") return "--precision bf16 needs --device cuda (as in the trainer)";
+    *out = DeviceSpec{};
+    return "";
+  }
+  if (name == "cuda") {
+    if (!torch::cuda::is_available())
+      return "--device cuda: this LibTorch (" + std::string(TORCH_VERSION) +
+             ") has no CUDA or sees no GPU (torch::cuda::is_available() is false)";
+    out->device = at::Device(at::kCUDA, 0);
+    out->bf16 = precision != "fp32";
+    return "";
+  }
+  return "--device: expected cpu or cuda, got '" + name + "'";
+}
+
+void Sync(const DeviceSpec& dev) {
+  if (dev.cuda()) torch::cuda::synchronize();
+}
+
+AutocastGuard::AutocastGuard(bool on) : on_(on) {
+  if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  at::autocast::set_enabled(true);
+#endif
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+  at::autocast::set_enabled(false);
+#endif
+  at::autocast::clear_cache();
+}
+
+std::unique_ptr<torch::optim::AdamW> MakeAdamW(model::Gpt& m, double lr) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(
+      m->DecayParameters(),
+      std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1)));
+  groups.emplace_back(
+      m->NoDecayParameters(),
+      std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups));
+}
+
+at::Tensor ForwardBackward(model::Gpt& m, const at::Tensor& batch, const DeviceSpec& dev) {
+  const int64_t T = batch.size(1) - 1;
+  at::Tensor loss;
+  {
+    AutocastGuard autocast(dev.bf16);
+    loss = model::GptImpl::Loss(m->forward(batch.narrow(1, 0, T)), batch.narrow(1, 1, T));
+  }
+  loss.backward();
+  return loss;
+}
+
+at::Tensor FullStep(model::Gpt& m, torch::optim::AdamW& opt, const at::Tensor& batch,
+                    const DeviceSpec& dev) {
+  opt.zero_grad();
+  at::Tensor loss = ForwardBackward(m, batch, dev);
+  torch::nn::utils::clip_grad_norm_(m->parameters(), 1.0);
+  opt.step();
+  return loss;
+}
+
+at::Tensor RandomBatch(const model::ModelConfig& cfg, int64_t batch, uint64_t seed,
+                       const DeviceSpec& dev) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const at::Tensor t = at::randint(cfg.vocab_size, {batch, cfg.context + 1}, gen,
+                                   at::TensorOptions().dtype(at::kLong));
+  return dev.cuda() ? t.to(dev.device) : t;
+}
+
+std::string SelfPath() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  return self;
+}
+
+int MemoryProbeMain(const std::string& preset, model::Arm arm, int64_t batch, const DeviceSpec& dev,
+                    int64_t threads) {
+  at::set_num_threads(static_cast<int>(threads));
+  const auto cfg = *model::Preset(preset, arm);
+  const at::Tensor tokens = RandomBatch(cfg, batch, 1, dev);
+  int64_t before = 0;
+  if (dev.cuda()) {
+#if defined(RDATTN_BENCH_CUDA)
+    Sync(dev);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(dev.device.index());
+    before =
+        static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index())
+                                 .allocated_bytes[0]
+                                 .current);
+#else
+    std::fprintf(stderr, "memory probe: this build has no CUDA allocator statistics\n");
+    return 1;
+#endif
+  } else {
+    before = ProcStatusBytes("VmRSS");
+    if (!ResetPeakRss()) std::fprintf(stderr, "memory probe: cannot reset VmHWM\n");
+  }
+  model::Gpt m(cfg, 0);
+  m->to(dev.device);
+  auto opt = MakeAdamW(m);
+  for (int s = 0; s < 2; ++s) FullStep(m, *opt, tokens, dev);
+  Sync(dev);
+  int64_t peak = -1;
+  if (dev.cuda()) {
+#if defined(RDATTN_BENCH_CUDA)
+    peak = static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index())
+                                    .allocated_bytes[0]
+                                    .peak);
+#endif
+  } else {
+    peak = ProcStatusBytes("VmHWM");
+  }
+  std::printf("%lld\n", static_cast<long long>(peak - before));
+  return 0;
+}
+
+std::vector<int64_t> ProbeMemoryInChildren(const std::string& preset,
+                                           const std::vector<model::Arm>& arms, int64_t batch,
+                                           const std::string& device, const std::string& precision,
+                                           int64_t threads, int64_t jobs) {
+  std::vector<int64_t> out(arms.size(), -1);
+  const std::string self = SelfPath();
+  if (self.empty()) return out;
+  for (size_t first = 0; first < arms.size();
+       first += static_cast<size_t>(std::max<int64_t>(jobs, 1))) {
+    const size_t last =
+        std::min(arms.size(), first + static_cast<size_t>(std::max<int64_t>(jobs, 1)));
+    std::vector<FILE*> pipes;
+    for (size_t i = first; i < last; ++i) {
+      const std::string cmd = self + " --memory-probe " + std::string(model::ArmName(arms[i])) +
+                              " --preset " + preset + " --batch " + std::to_string(batch) +
+                              " --device " + device + " --precision " + precision + " --threads " +
+                              std::to_string(threads);
+      pipes.push_back(popen(cmd.c_str(), "r"));
+    }
+    for (size_t i = first; i < last; ++i) {
+      FILE* p = pipes[i - first];
+      if (p == nullptr) continue;
+      long long v = -1;
+      if (std::fscanf(p, "%lld", &v) != 1) v = -1;
+      out[i] = pclose(p) == 0 ? v : -1;
+    }
+  }
+  return out;
+}
+
+double MeasureGemmShapeFlops(int64_t rows, int64_t k, int64_t n, double seconds,
+                             const DeviceSpec& dev) {
+  const auto opts = at::TensorOptions()
+                        .dtype(dev.cuda() && dev.bf16 ? at::kBFloat16 : at::kFloat)
+                        .device(dev.device);
+  at::Generator gen = at::detail::createCPUGenerator(7);
+  const at::Tensor a = at::randn({rows, k}, gen).to(opts), b = at::randn({k, n}, gen).to(opts);
+  at::Tensor c = at::empty({rows, n}, opts);
+  for (int i = 0; i < 2; ++i) at::mm_out(c, a, b);  // warm-up: BLAS pools, cuBLAS handles
+  Sync(dev);
+  double best = std::numeric_limits<double>::infinity(), total = 0;
+  int64_t reps = 1, timings = 0;
+  const auto start = Clock::now();
+  while (timings < 3 || total < seconds) {
+    const auto t0 = Clock::now();
+    for (int64_t r = 0; r < reps; ++r) at::mm_out(c, a, b);
+    Sync(dev);
+    const double dt = Seconds(t0, Clock::now());
+    best = std::min(best, dt / static_cast<double>(reps));
+    ++timings;
+    if (dt < 0.02 && reps < (int64_t{1} << 20)) reps *= 2;  // each timing ≥ ~20 ms
+    total = Seconds(start, Clock::now());
+    if (timings > 10000) break;
+  }
+  return 2.0 * static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) / best;
+}
+
+double MeasureGemmFlops(int64_t n, double seconds, const DeviceSpec& dev) {
+  return MeasureGemmShapeFlops(n, n, n, seconds, dev);
+}
+
+MeasuredFlops CountMatmulFlops(const model::ModelConfig& cfg, int64_t batch) {
+  MeasuredFlops out;
+  model::Gpt m(cfg, 0);
+  const DeviceSpec cpu;
+  const at::Tensor tokens = RandomBatch(cfg, batch, 3, cpu);
+  const int64_t T = cfg.context;
+  const double n_tokens = static_cast<double>(batch * T);
+  g_matmul_flops = 0;
+  g_matmul_calls = 0;
+  const at::CallbackHandle handle = at::addGlobalCallback(at::RecordFunctionCallback(&CountMatmul)
+                                                              .needsInputs(true)
+                                                              .scopes({at::RecordScope::FUNCTION}));
+  const at::Tensor loss =
+      model::GptImpl::Loss(m->forward(tokens.narrow(1, 0, T)), tokens.narrow(1, 1, T));
+  const int64_t fwd = g_matmul_flops.load();
+  loss.backward();
+  const int64_t all = g_matmul_flops.load();
+  at::removeCallback(handle);
+  out.calls = g_matmul_calls.load();
+  out.forward_per_token = static_cast<double>(fwd) / n_tokens;
+  out.backward_per_token = static_cast<double>(all - fwd) / n_tokens;
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace rdattn::bench
