@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <string>
 #include <utility>
 
 #include "model/depth.h"
@@ -25,12 +26,38 @@ std::vector<int64_t> TokenShape(const at::Tensor& x) {
   return s;
 }
 
-// inputs = [x_0 … x_{K-1}, inv_rms_0 … inv_rms_{K-1}, gain, q_0 … q_{R-1}].
-// Outputs [h_0 … h_{R-1}, α] with α [R,K,B,T] not differentiable.
+// The RMSNorm that follows a read, y = h · ρ · n with ρ = 1/sqrt(mean_d(h²) + eps): the same
+// ops as RmsNorm (model/depth.h).
+at::Tensor Normalise(const at::Tensor& h, const at::Tensor& n, double eps, at::Tensor* rho) {
+  *rho = at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return h * *rho * n;
+}
+
+// The backward of Normalise: dh from dy, with ∂L/∂n accumulated into *dn (if defined).
+at::Tensor NormaliseBackward(const at::Tensor& dy, const at::Tensor& h, const at::Tensor& rho,
+                             const at::Tensor& n, at::Tensor* dn) {
+  const at::Tensor hr = h * rho;  // the normalised h
+  if (dn->defined()) dn->add_((dy * hr).reshape({-1, h.size(-1)}).sum(0));
+  const at::Tensor t = dy * n;
+  return rho * (t - hr * (t * hr).mean(-1, /*keepdim=*/true));
+}
+
+// The mixture of route r: Σ_k α[r,k] · x_k.
+at::Tensor Mix(at::TensorList x, const at::Tensor& a, int64_t K, const std::vector<int64_t>& tok) {
+  at::Tensor h = x[0] * a.select(0, 0).view(tok);
+  for (int64_t k = 1; k < K; ++k) h.addcmul_(x[k], a.select(0, k).view(tok));
+  return h;
+}
+
+// inputs = [x_0 … x_{K-1}, inv_rms_0 … inv_rms_{K-1}, gain, q_0 … q_{R-1}, (norm gain)].
+// norm: 0 = none, outputs [h_0 … h_{R-1}]; 1 = each route normalised, [y_0 … y_{R-1}];
+// 2 = the mean of the two routes normalised, [y]. Then α, [R,K,B,T], not differentiable.
 struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t K) {
-    const int64_t R = static_cast<int64_t>(inputs.size()) - 2 * K - 1;
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t K,
+                               int64_t norm, double norm_eps) {
+    const int64_t R = static_cast<int64_t>(inputs.size()) - 2 * K - 1 - (norm > 0 ? 1 : 0);
     TORCH_CHECK(K >= 1 && R >= 1 && R <= kProductColumns, "depth read: K=", K, " R=", R);
+    TORCH_CHECK(norm >= 0 && norm <= 2 && (norm != 2 || R == 2), "depth read: norm mode ", norm);
     const at::Tensor& x0 = inputs[0];
     const auto dt = x0.scalar_type();
     const int64_t D = x0.size(-1), N = x0.numel() / D;
@@ -61,10 +88,16 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     const auto tok = TokenShape(x0);
     for (int64_t r = 0; r < R; ++r) {
       alpha.select(0, r).copy_(at::softmax(s.select(0, r) * inv_rms, 0));
-      const at::Tensor a = alpha.select(0, r);
-      at::Tensor h = x0 * a.select(0, 0).view(tok);
-      for (int64_t k = 1; k < K; ++k) h.addcmul_(inputs[k], a.select(0, k).view(tok));
-      out.push_back(std::move(h));
+      out.push_back(Mix(inputs, alpha.select(0, r), K, tok));
+    }
+    std::vector<at::Tensor> rho;
+    if (norm > 0) {
+      const at::Tensor n = inputs.back().to(dt);
+      if (norm == 2) out = {0.5 * (out[0] + out[1])};
+      for (auto& h : out) {
+        rho.emplace_back();
+        h = Normalise(h, n, norm_eps, &rho.back());
+      }
     }
     std::vector<int64_t> ashape = {R, K};
     ashape.insert(ashape.end(), tok.begin(), tok.end() - 1);
@@ -73,6 +106,8 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
 
     ctx->save_for_backward(inputs.vec());
     ctx->saved_data["K"] = K;
+    ctx->saved_data["norm"] = norm;
+    for (size_t i = 0; i < rho.size(); ++i) ctx->saved_data["rho" + std::to_string(i)] = rho[i];
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["s"] = s;
     ctx->saved_data["inv_rms"] = inv_rms;
@@ -84,24 +119,47 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list in = ctx->get_saved_variables();
     const int64_t K = ctx->saved_data["K"].toInt();
-    const int64_t R = static_cast<int64_t>(in.size()) - 2 * K - 1;
+    const int64_t norm = ctx->saved_data["norm"].toInt();
+    const int64_t R = static_cast<int64_t>(in.size()) - 2 * K - 1 - (norm > 0 ? 1 : 0);
     const at::Tensor alpha = ctx->saved_data["alpha"].toTensor();      // [R,K,N]
     const at::Tensor s = ctx->saved_data["s"].toTensor();              // [R,K,N]
     const at::Tensor inv_rms = ctx->saved_data["inv_rms"].toTensor();  // [K,N]
     const at::Tensor& x0 = in[0];
     const auto dt = x0.scalar_type();
     const int64_t D = x0.size(-1), N = x0.numel() / D;
-    variable_list result(in.size() + 1);  // + the non-tensor K
+    variable_list result(in.size() + 3);  // + the non-tensors K, norm, norm_eps
+    const auto tok = TokenShape(x0);
 
-    std::vector<at::Tensor> G(static_cast<size_t>(R));
+    // ∂L/∂h_r: the output gradients, through the norm (recomputing h from α) if there is one.
+    const int64_t outputs = norm == 2 ? 1 : R;
     bool any = false;
-    for (int64_t r = 0; r < R; ++r) {
-      if (r < static_cast<int64_t>(grads.size()) && grads[r].defined()) {
-        G[r] = grads[r].to(dt).reshape({N, D});
-        any = true;
-      }
-    }
+    for (int64_t i = 0; i < outputs; ++i)
+      any = any || (i < static_cast<int64_t>(grads.size()) && grads[i].defined());
     if (!any) return result;
+    std::vector<at::Tensor> G(static_cast<size_t>(R));
+    if (norm == 0) {
+      for (int64_t r = 0; r < R; ++r)
+        if (grads[r].defined()) G[r] = grads[r].to(dt).reshape({N, D});
+    } else {
+      const size_t ni = in.size() - 1;
+      const at::Tensor n = in[ni].to(dt);
+      at::Tensor dn = ctx->needs_input_grad(ni) ? at::zeros_like(n) : at::Tensor();
+      std::vector<at::Tensor> h;
+      for (int64_t r = 0; r < R; ++r) h.push_back(Mix(in, alpha.select(0, r), K, tok));
+      if (norm == 2) h = {0.5 * (h[0] + h[1])};
+      for (int64_t i = 0; i < outputs; ++i) {
+        if (!grads[i].defined()) continue;
+        const at::Tensor rho = ctx->saved_data["rho" + std::to_string(i)].toTensor();
+        at::Tensor dh = NormaliseBackward(grads[i].to(dt), h[i], rho, n, &dn).reshape({N, D});
+        if (norm == 2) {
+          dh = 0.5 * dh;
+          G = {dh, dh};
+        } else {
+          G[i] = dh;
+        }
+      }
+      if (dn.defined()) result[ni] = dn.to(in[ni].dtype());
+    }
 
     // dz[r,k] = α (dα − Σ_j α_j dα_j), dα[r,k] = G_r · x_k per token.
     at::Tensor dz = at::zeros({R, K, N}, x0.options());
@@ -129,7 +187,6 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     bool need_u = ctx->needs_input_grad(2 * K);
     for (int64_t r = 0; r < R; ++r) need_u = need_u || ctx->needs_input_grad(2 * K + 1 + r);
     at::Tensor dU = need_u ? at::zeros({D, R}, x0.options()) : at::Tensor();
-    const auto tok = TokenShape(x0);
     for (int64_t k = 0; k < K; ++k) {
       const at::Tensor xk = in[k].reshape({N, D});
       const at::Tensor Wk = W.select(1, k).t();  // [N,R]
@@ -195,7 +252,8 @@ std::vector<at::Tensor> DepthSources::RawSources() const {
 }
 
 DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
-                               const std::vector<at::Tensor>& queries, const at::Tensor& gain) {
+                               const std::vector<at::Tensor>& queries, const at::Tensor& gain,
+                               const ReadNorm& norm) {
   TORCH_CHECK(!sources.empty(), "depth read with no sources");
   TORCH_CHECK(!queries.empty() && static_cast<int64_t>(queries.size()) <= kProductColumns,
               "depth read takes 1 or 2 routes, got ", queries.size());
@@ -206,13 +264,18 @@ DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
   for (const auto& s : sources) inputs.push_back(s.inv_rms);
   inputs.push_back(gain);
   for (const auto& q : queries) inputs.push_back(q);
-  variable_list out = DepthReadFunction::apply(at::TensorList(inputs), K);
+  int64_t mode = 0;
+  if (norm.gain.defined()) {
+    TORCH_CHECK(!norm.mean_of_routes || queries.size() == 2,
+                "mean_of_routes needs a 2-route read");
+    inputs.push_back(norm.gain);
+    mode = norm.mean_of_routes ? 2 : 1;
+  }
+  variable_list out = DepthReadFunction::apply(at::TensorList(inputs), K, mode, norm.eps);
   DepthReadResult res;
   const auto R = static_cast<int64_t>(queries.size());
-  for (int64_t r = 0; r < R; ++r) {
-    res.outputs.push_back(out[r]);
-    res.alphas.push_back(out[R].select(0, r));
-  }
+  res.outputs.assign(out.begin(), out.end() - 1);
+  for (int64_t r = 0; r < R; ++r) res.alphas.push_back(out.back().select(0, r));
   return res;
 }
 

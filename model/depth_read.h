@@ -14,7 +14,9 @@
 //
 // `DepthReadFunction` is a custom autograd function: it saves the sources (by reference, they
 // are the graph's own tensors), their inverse RMS, the gain, the queries, and per token the
-// weights α and the raw products x_k · (g ⊙ q_r), [R,K,B,T]; the backward recomputes the rest.
+// weights α and the raw products x_k · (g ⊙ q_r), [R,K,B,T], and, when the read's output norm
+// is folded in (ReadNorm), that norm's per-token inverse RMS; the backward recomputes the rest
+// (the mixtures h from α and the sources).
 // The plain composition (StackSources, DepthKeys, DepthMixture in model/depth.h) is the
 // reference it is tested against.
 #pragma once
@@ -57,9 +59,20 @@ class DepthSources {
   DepthSource partial_source_;  // filled on first read of `partial_`
 };
 
+// The RMSNorm that follows a read (the sublayer's pre-norm, or the final norm), folded into the
+// read so that the mixture h is never saved: its backward recomputes h from α and the sources.
+// Undefined gain: no norm, the read returns the mixtures themselves.
+struct ReadNorm {
+  at::Tensor gain;              // [D]
+  double eps = 1e-6;            //
+  bool mean_of_routes = false;  // the average arms: one output RMSNorm(½(h_0 + h_1))
+};
+
 struct DepthReadResult {
-  std::vector<at::Tensor> outputs;  // per route: h_r, [B,T,D], computation dtype
-  std::vector<at::Tensor> alphas;   // per route: α[r], [K,B,T], not differentiable
+  // Per route: h_r, or RMSNorm_n(h_r) with a ReadNorm; one RMSNorm_n(½(h_0 + h_1)) with
+  // mean_of_routes. [B,T,D], computation dtype.
+  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> alphas;  // per route: α[r], [K,B,T], not differentiable
 };
 
 // The fused read of 1 or 2 routes (one query per route) over `sources`, with key gain `gain`.
@@ -68,6 +81,7 @@ struct DepthReadResult {
 // own op of the same shape whatever R is: the route of a 1-route read and route 0 (or a route
 // with an equal query) of a 2-route read are therefore bitwise equal, which T6 relies on.
 DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
-                               const std::vector<at::Tensor>& queries, const at::Tensor& gain);
+                               const std::vector<at::Tensor>& queries, const at::Tensor& gain,
+                               const ReadNorm& norm = {});
 
 }  // namespace rdattn::model

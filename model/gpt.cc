@@ -225,53 +225,61 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
   DepthSources sources(key_eps);
   sources.SetPartial(e);
   at::Tensor partial = e;  // the current block's partial sum (undefined = EMPTY)
-  // One read of 1 or 2 routes over blocks ++ [partial]: the fused operator, or the plain
+  // One read of 1 or 2 routes over blocks ++ [partial], followed by the RMSNorm with gain
+  // `norm` of each route (or of the mean of the two routes): the fused operator, or the plain
   // composition (the tests' reference).
-  auto read = [&](const std::vector<at::Tensor>& queries, const at::Tensor& gain) {
-    if (!opts.plain_depth_read) return FusedDepthRead(sources.Sources(), queries, gain);
+  auto read = [&](const std::vector<at::Tensor>& queries, const at::Tensor& key_gain,
+                  const at::Tensor& norm, bool mean_of_routes = false) {
+    if (!opts.plain_depth_read)
+      return FusedDepthRead(sources.Sources(), queries, key_gain,
+                            ReadNorm{norm, eps, mean_of_routes});
     const at::Tensor stacked = StackSources(sources.RawSources());
-    const at::Tensor keys = DepthKeys(stacked, gain, key_eps);
+    const at::Tensor keys = DepthKeys(stacked, key_gain, key_eps);
     DepthReadResult res;
     for (const auto& q : queries) {
       DepthMix m = DepthMixture(stacked, keys, q);
       res.outputs.push_back(std::move(m.output));
       res.alphas.push_back(std::move(m.alpha));
     }
+    if (mean_of_routes) res.outputs = {0.5 * (res.outputs[0] + res.outputs[1])};
+    for (auto& h : res.outputs) h = RmsNorm(h, norm, eps);
     return res;
   };
 
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     LayerImpl& layer = *layers_[static_cast<size_t>(l)];
-    // (a) attention-side read over blocks ++ [partial], before the boundary push. The routes
-    // share the keys (one key gain) and one logit product.
+    // (a) attention-side read over blocks ++ [partial], before the boundary push, and the
+    // attention pre-norm. The routes share the keys (one key gain) and one logit product; the
+    // same pre-norm module is applied to each route separately.
     at::Tensor x_qk, x_v;
     switch (cfg_.arm) {
       case Arm::kBlock: {
-        const DepthReadResult r = read({layer.q_attn}, layer.attn_key_norm);
+        const DepthReadResult r = read({layer.q_attn}, layer.attn_key_norm, layer.attn_norm);
         record(l, RouteSite::kAttnQK, r.alphas[0]);
-        x_qk = RmsNorm(r.outputs[0], layer.attn_norm, eps);
+        x_qk = r.outputs[0];
         x_v = x_qk;
         break;
       }
       case Arm::kRd:
       case Arm::kTied:
       case Arm::kFrozenV: {
-        // V route: its own query over the same keys; the same pre-norm module applied
-        // separately to each mixture. Tied binds the V query to q_attn; Frozen-V's is 0.
+        // V route: its own query over the same keys. Tied binds the V query to q_attn;
+        // Frozen-V's is 0.
         const at::Tensor& qv = cfg_.arm == Arm::kTied ? layer.q_attn : layer.q_v;
-        const DepthReadResult r = read({layer.q_attn, qv}, layer.attn_key_norm);
+        const DepthReadResult r = read({layer.q_attn, qv}, layer.attn_key_norm, layer.attn_norm);
         record(l, RouteSite::kAttnQK, r.alphas[0]);
         record(l, RouteSite::kAttnV, r.alphas[1]);
-        x_qk = RmsNorm(r.outputs[0], layer.attn_norm, eps);
-        x_v = RmsNorm(r.outputs[1], layer.attn_norm, eps);
+        x_qk = r.outputs[0];
+        x_v = r.outputs[1];
         break;
       }
       case Arm::kAverage:
       case Arm::kAverageAsym: {
-        const DepthReadResult r = read({layer.q_attn, layer.q_b}, layer.attn_key_norm);
+        const DepthReadResult r =
+            read({layer.q_attn, layer.q_b}, layer.attn_key_norm, layer.attn_norm, true);
         record(l, RouteSite::kAttnQK, r.alphas[0]);
         record(l, RouteSite::kAttnB, r.alphas[1]);
-        x_qk = RmsNorm(0.5 * (r.outputs[0] + r.outputs[1]), layer.attn_norm, eps);
+        x_qk = r.outputs[0];
         x_v = x_qk;
         break;
       }
@@ -288,16 +296,16 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
     partial = partial.defined() ? partial + a : a;
     sources.SetPartial(partial);
     // (e, f, g) MLP-side read, MLP, writeback.
-    const DepthReadResult m = read({layer.q_mlp}, layer.mlp_key_norm);
+    const DepthReadResult m = read({layer.q_mlp}, layer.mlp_key_norm, layer.mlp_norm);
     record(l, RouteSite::kMlp, m.alphas[0]);
-    partial = partial + Mlp(layer, RmsNorm(m.outputs[0], layer.mlp_norm, eps));
+    partial = partial + Mlp(layer, m.outputs[0]);
     sources.SetPartial(partial);
   }
   // Final read over [b_0 … b_N], then the final norm and the tied head.
   if (opts.capture_final_sources) out.final_sources = sources.RawSources();
-  const DepthReadResult f = read({q_final}, final_key_norm);
+  const DepthReadResult f = read({q_final}, final_key_norm, final_norm);
   record(-1, RouteSite::kFinal, f.alphas[0]);
-  out.logits = at::linear(RmsNorm(f.outputs[0], final_norm, eps), emb);
+  out.logits = at::linear(f.outputs[0], emb);
   return out;
 }
 

@@ -1,0 +1,248 @@
+// The fused depth read (model/depth_read.h) against the plain composition of model/depth.h, in
+// float64: forward and backward for 1 and 2 routes, K = 1…4, with and without the folded
+// output norm; central finite differences of the custom backward; the bitwise route identity
+// T6 relies on; and the whole model, fused vs plain, for every arm.
+#include "model/depth_read.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <functional>
+
+#include "model/depth.h"
+#include "model/gpt.h"
+#include "tests/model/test_util.h"
+
+namespace rdattn::model {
+namespace {
+
+using testing::MaxRelDiff;
+using testing::Perturb;
+using testing::RandomTokens;
+using testing::Small;
+
+const auto kF64 = torch::TensorOptions().dtype(torch::kDouble);
+constexpr double kKeyEps = 1e-6, kNormEps = 1e-6;
+
+enum class NormMode { kNone, kEach, kMean };
+
+struct Case {
+  int64_t K, R;
+  NormMode norm;
+};
+
+// The leaves of one read: sources [K] of [B,T,D], queries [R], key gain, norm gain.
+struct Leaves {
+  std::vector<at::Tensor> src, q;
+  at::Tensor g, n;
+  std::vector<at::Tensor*> All() {
+    std::vector<at::Tensor*> v;
+    for (auto& s : src) v.push_back(&s);
+    for (auto& x : q) v.push_back(&x);
+    v.push_back(&g);
+    v.push_back(&n);
+    return v;
+  }
+};
+
+Leaves MakeLeaves(const Case& c, uint64_t seed, int64_t B = 2, int64_t T = 3, int64_t D = 5) {
+  torch::manual_seed(static_cast<int64_t>(seed));
+  Leaves l;
+  for (int64_t k = 0; k < c.K; ++k)
+    l.src.push_back((torch::randn({B, T, D}, kF64) * (1.0 + 0.5 * k)).requires_grad_(true));
+  for (int64_t r = 0; r < c.R; ++r) l.q.push_back((0.7 * torch::randn({D}, kF64)).requires_grad_());
+  l.g = (1.0 + 0.3 * torch::randn({D}, kF64)).requires_grad_(true);
+  l.n = (1.0 + 0.3 * torch::randn({D}, kF64)).requires_grad_(true);
+  return l;
+}
+
+struct ReadOut {
+  std::vector<at::Tensor> outputs, alphas;
+};
+
+ReadOut Fused(const Leaves& l, NormMode mode) {
+  std::vector<DepthSource> sources;
+  for (const auto& s : l.src) sources.push_back(MakeDepthSource(s, kKeyEps));
+  ReadNorm norm;
+  if (mode != NormMode::kNone) norm = ReadNorm{l.n, kNormEps, mode == NormMode::kMean};
+  DepthReadResult r = FusedDepthRead(sources, l.q, l.g, norm);
+  return {r.outputs, r.alphas};
+}
+
+ReadOut Plain(const Leaves& l, NormMode mode) {
+  const at::Tensor stacked = StackSources(l.src);
+  const at::Tensor keys = DepthKeys(stacked, l.g, kKeyEps);
+  ReadOut out;
+  for (const auto& q : l.q) {
+    DepthMix m = DepthMixture(stacked, keys, q);
+    out.outputs.push_back(m.output);
+    out.alphas.push_back(m.alpha);
+  }
+  if (mode == NormMode::kMean) out.outputs = {0.5 * (out.outputs[0] + out.outputs[1])};
+  if (mode != NormMode::kNone)
+    for (auto& h : out.outputs) h = RmsNorm(h, l.n, kNormEps);
+  return out;
+}
+
+// Σ_i Σ outputs_i ⊙ C_i with fixed random C_i.
+at::Tensor Objective(const ReadOut& o) {
+  at::Generator gen = at::detail::createCPUGenerator(99);
+  at::Tensor f = torch::zeros({}, kF64);
+  for (const auto& y : o.outputs) f = f + (y * at::randn(y.sizes(), gen, kF64)).sum();
+  return f;
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (int64_t K = 1; K <= 4; ++K) {
+    cases.push_back({K, 1, NormMode::kNone});
+    cases.push_back({K, 2, NormMode::kNone});
+    cases.push_back({K, 1, NormMode::kEach});
+    cases.push_back({K, 2, NormMode::kEach});
+    cases.push_back({K, 2, NormMode::kMean});
+  }
+  return cases;
+}
+
+std::string Name(const Case& c) {
+  const char* n = c.norm == NormMode::kNone ? "none" : c.norm == NormMode::kEach ? "each" : "mean";
+  return "K=" + std::to_string(c.K) + " R=" + std::to_string(c.R) + " norm=" + n;
+}
+
+TEST(FusedDepthReadTest, MatchesThePlainCompositionForwardAndBackwardInFloat64) {
+  for (const Case& c : AllCases()) {
+    Leaves a = MakeLeaves(c, 10 + static_cast<uint64_t>(c.K)), b = MakeLeaves(c, 10 + c.K);
+    const ReadOut fused = Fused(a, c.norm), plain = Plain(b, c.norm);
+    ASSERT_EQ(fused.outputs.size(), plain.outputs.size()) << Name(c);
+    for (size_t i = 0; i < fused.outputs.size(); ++i)
+      EXPECT_LT(MaxRelDiff(fused.outputs[i], plain.outputs[i]), 1e-13) << Name(c);
+    for (size_t r = 0; r < fused.alphas.size(); ++r) {
+      EXPECT_EQ(fused.alphas[r].sizes(), plain.alphas[r].sizes()) << Name(c);
+      EXPECT_LT((fused.alphas[r] - plain.alphas[r]).abs().max().item<double>(), 1e-14) << Name(c);
+      EXPECT_FALSE(fused.alphas[r].requires_grad());
+    }
+    Objective(fused).backward();
+    Objective(plain).backward();
+    const auto fa = a.All(), pb = b.All();
+    for (size_t i = 0; i < fa.size(); ++i) {
+      const bool used = c.norm != NormMode::kNone || fa[i] != &a.n;
+      if (!used) {
+        EXPECT_FALSE(fa[i]->grad().defined()) << Name(c) << " leaf " << i;
+        continue;
+      }
+      ASSERT_TRUE(fa[i]->grad().defined()) << Name(c) << " leaf " << i;
+      ASSERT_TRUE(pb[i]->grad().defined()) << Name(c) << " leaf " << i;
+      // With one source the queries and the key gain get no gradient (zero both ways).
+      const double scale = std::max(pb[i]->grad().abs().max().item<double>(), 1e-12);
+      EXPECT_LT((fa[i]->grad() - pb[i]->grad()).abs().max().item<double>() / scale, 1e-11)
+          << Name(c) << " leaf " << i;
+    }
+  }
+}
+
+// Central finite differences of the fused read (sources through MakeDepthSource, so the
+// inverse-RMS path is included) against its custom backward, float64.
+TEST(FusedDepthReadTest, BackwardMatchesFiniteDifferencesInFloat64) {
+  for (const Case& c : {Case{3, 2, NormMode::kEach}, Case{2, 2, NormMode::kMean},
+                        Case{4, 1, NormMode::kNone}, Case{1, 2, NormMode::kEach}}) {
+    Leaves l = MakeLeaves(c, 40 + static_cast<uint64_t>(c.K), 1, 2, 4);
+    Objective(Fused(l, c.norm)).backward();
+    auto eval = [&]() {
+      torch::NoGradGuard no_grad;
+      return Objective(Fused(l, c.norm)).item<double>();
+    };
+    const double h = 1e-6;
+    for (at::Tensor* x : l.All()) {
+      if (c.norm == NormMode::kNone && x == &l.n) continue;
+      const at::Tensor analytic = x->grad().flatten();
+      at::Tensor flat = x->detach().view({-1});  // shares storage with the leaf
+      for (int64_t i = 0; i < flat.numel(); ++i) {
+        const double v = flat[i].item<double>();
+        flat[i] = v + h;
+        const double fp = eval();
+        flat[i] = v - h;
+        const double fm = eval();
+        flat[i] = v;
+        const double numeric = (fp - fm) / (2 * h);
+        EXPECT_NEAR(analytic[i].item<double>(), numeric, 1e-7 + 1e-6 * std::abs(numeric))
+            << Name(c) << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(FusedDepthReadTest, SingleSourceIsReturnedUnchanged) {
+  const at::Tensor s = torch::randn({2, 3, 6}, kF64);
+  const DepthReadResult r = FusedDepthRead({MakeDepthSource(s, kKeyEps)},
+                                           {torch::randn({6}, kF64)}, torch::ones({6}, kF64));
+  EXPECT_TRUE(torch::equal(r.outputs[0], s));
+  EXPECT_TRUE(torch::equal(r.alphas[0], torch::ones({1, 2, 3}, kF64)));
+}
+
+// What T6 needs at the operator level, in float32: a route's bits do not depend on the number
+// of routes of its read, nor on the other route's query; equal queries give equal routes.
+TEST(FusedDepthReadTest, RouteBitsDoNotDependOnTheOtherRoute) {
+  torch::manual_seed(5);
+  const int64_t B = 2, T = 16, D = 32;
+  std::vector<DepthSource> sources;
+  for (int k = 0; k < 4; ++k) sources.push_back(MakeDepthSource(torch::randn({B, T, D}), 1e-6));
+  const at::Tensor q = torch::randn({D}), other = torch::randn({D}), g = 1 + 0.2 * torch::randn({D});
+  const at::Tensor n = 1 + 0.2 * torch::randn({D});
+  for (bool normed : {false, true}) {
+    const ReadNorm norm = normed ? ReadNorm{n, 1e-6, false} : ReadNorm{};
+    const DepthReadResult one = FusedDepthRead(sources, {q}, g, norm);
+    const DepthReadResult same = FusedDepthRead(sources, {q, q}, g, norm);
+    const DepthReadResult diff = FusedDepthRead(sources, {q, other}, g, norm);
+    EXPECT_TRUE(torch::equal(one.outputs[0], same.outputs[0]));
+    EXPECT_TRUE(torch::equal(one.outputs[0], same.outputs[1]));
+    EXPECT_TRUE(torch::equal(one.outputs[0], diff.outputs[0]));
+    EXPECT_TRUE(torch::equal(one.alphas[0], same.alphas[1]));
+    EXPECT_TRUE(torch::equal(one.alphas[0], diff.alphas[0]));
+    EXPECT_FALSE(torch::equal(diff.outputs[0], diff.outputs[1]));
+  }
+}
+
+// The whole model, fused (the default) vs the plain composition, every arm, float64: logits,
+// routes, and the gradient of the loss for every parameter.
+TEST(FusedDepthReadTest, WholeModelFusedMatchesPlainForEveryArmInFloat64) {
+  for (Arm arm : AllArms()) {
+    if (arm == Arm::kStandard) continue;
+    const ModelConfig c = Small(arm);
+    Gpt model(c, 81);
+    Perturb(model, 82);
+    model->to(torch::kDouble);
+    const at::Tensor tokens = RandomTokens(c, 2, 16, 83);
+    auto run = [&](bool plain) {
+      model->zero_grad();
+      ForwardOutput out = model->Forward(tokens.narrow(1, 0, 15),
+                                         {.capture_routes = true, .plain_depth_read = plain});
+      GptImpl::Loss(out.logits, tokens.narrow(1, 1, 15)).backward();
+      std::vector<at::Tensor> grads;
+      for (const auto& p : model->parameters())
+        grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+      return std::make_pair(std::move(out), std::move(grads));
+    };
+    const auto [fused, fused_grads] = run(false);
+    const auto [plain, plain_grads] = run(true);
+    EXPECT_LT(MaxRelDiff(fused.logits, plain.logits), 1e-12) << ArmName(arm);
+    ASSERT_EQ(fused.routes.size(), plain.routes.size()) << ArmName(arm);
+    for (size_t i = 0; i < fused.routes.size(); ++i) {
+      EXPECT_EQ(fused.routes[i].site, plain.routes[i].site);
+      EXPECT_EQ(fused.routes[i].layer, plain.routes[i].layer);
+      EXPECT_LT((fused.routes[i].alpha - plain.routes[i].alpha).abs().max().item<double>(), 1e-13)
+          << ArmName(arm) << " route " << i;
+    }
+    ASSERT_EQ(fused_grads.size(), plain_grads.size());
+    for (size_t i = 0; i < fused_grads.size(); ++i) {
+      ASSERT_EQ(fused_grads[i].defined(), plain_grads[i].defined()) << ArmName(arm) << " " << i;
+      if (!fused_grads[i].defined()) continue;
+      const double scale = std::max(plain_grads[i].abs().max().item<double>(), 1e-12);
+      EXPECT_LT((fused_grads[i] - plain_grads[i]).abs().max().item<double>() / scale, 1e-9)
+          << ArmName(arm) << " parameter " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rdattn::model
