@@ -30,16 +30,25 @@ std::vector<int64_t> TokenShape(const at::Tensor& x) {
 // ops as RmsNorm (model/depth.h).
 at::Tensor Normalise(const at::Tensor& h, const at::Tensor& n, double eps, at::Tensor* rho) {
   *rho = at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return h * *rho * n;
+  at::Tensor y = h * *rho;
+  return y.mul_(n);
 }
 
-// The backward of Normalise: dh from dy, with ∂L/∂n accumulated into *dn (if defined).
-at::Tensor NormaliseBackward(const at::Tensor& dy, const at::Tensor& h, const at::Tensor& rho,
-                             const at::Tensor& n, at::Tensor* dn) {
-  const at::Tensor hr = h * rho;  // the normalised h
-  if (dn->defined()) dn->add_((dy * hr).reshape({-1, h.size(-1)}).sum(0));
-  const at::Tensor t = dy * n;
-  return rho * (t - hr * (t * hr).mean(-1, /*keepdim=*/true));
+// The backward of Normalise, on [N,D] views: returns dh from dy, with ∂L/∂n accumulated into
+// *dn (if defined). `h` is the recomputed mixture and is overwritten (with h·ρ); `tmp` is
+// scratch of h's shape.
+at::Tensor NormaliseBackward(const at::Tensor& dy, at::Tensor& h, const at::Tensor& rho,
+                             const at::Tensor& n, at::Tensor* dn, at::Tensor& tmp) {
+  h.mul_(rho);  // ĥ = h·ρ
+  if (dn->defined()) {
+    at::mul_out(tmp, dy, h);
+    dn->add_(tmp.sum(0));
+  }
+  at::Tensor t = dy * n;  // becomes dh = ρ (t − ĥ · mean_d(t ĥ))
+  at::mul_out(tmp, t, h);
+  const at::Tensor m = tmp.mean(-1, /*keepdim=*/true);
+  t.addcmul_(h, m, -1.0);
+  return t.mul_(rho);
 }
 
 // The mixture of route r: Σ_k α[r,k] · x_k.
@@ -86,18 +95,21 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     at::Tensor alpha = at::empty({R, K, N}, x0.options());
     variable_list out;
     const auto tok = TokenShape(x0);
+    // With a norm, each route is normalised as soon as it is mixed (one h alive at a time).
+    const at::Tensor n = norm > 0 ? inputs.back().to(dt) : at::Tensor();
+    std::vector<at::Tensor> rho;
     for (int64_t r = 0; r < R; ++r) {
       alpha.select(0, r).copy_(at::softmax(s.select(0, r) * inv_rms, 0));
-      out.push_back(Mix(inputs, alpha.select(0, r), K, tok));
-    }
-    std::vector<at::Tensor> rho;
-    if (norm > 0) {
-      const at::Tensor n = inputs.back().to(dt);
-      if (norm == 2) out = {0.5 * (out[0] + out[1])};
-      for (auto& h : out) {
+      at::Tensor h = Mix(inputs, alpha.select(0, r), K, tok);
+      if (norm == 1) {
         rho.emplace_back();
         h = Normalise(h, n, norm_eps, &rho.back());
       }
+      out.push_back(std::move(h));
+    }
+    if (norm == 2) {
+      rho.emplace_back();
+      out = {Normalise(0.5 * (out[0] + out[1]), n, norm_eps, &rho.back())};
     }
     std::vector<int64_t> ashape = {R, K};
     ashape.insert(ashape.end(), tok.begin(), tok.end() - 1);
@@ -131,50 +143,61 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     const auto tok = TokenShape(x0);
 
     // ∂L/∂h_r: the output gradients, through the norm (recomputing h from α) if there is one.
+    // Routes are processed one at a time: one ∂L/∂h_r and one recomputed h alive at a time.
     const int64_t outputs = norm == 2 ? 1 : R;
     bool any = false;
     for (int64_t i = 0; i < outputs; ++i)
       any = any || (i < static_cast<int64_t>(grads.size()) && grads[i].defined());
     if (!any) return result;
-    std::vector<at::Tensor> G(static_cast<size_t>(R));
-    if (norm == 0) {
-      for (int64_t r = 0; r < R; ++r)
-        if (grads[r].defined()) G[r] = grads[r].to(dt).reshape({N, D});
-    } else {
-      const size_t ni = in.size() - 1;
-      const at::Tensor n = in[ni].to(dt);
-      at::Tensor dn = ctx->needs_input_grad(ni) ? at::zeros_like(n) : at::Tensor();
-      std::vector<at::Tensor> h;
-      for (int64_t r = 0; r < R; ++r) h.push_back(Mix(in, alpha.select(0, r), K, tok));
-      if (norm == 2) h = {0.5 * (h[0] + h[1])};
-      for (int64_t i = 0; i < outputs; ++i) {
-        if (!grads[i].defined()) continue;
-        const at::Tensor rho = ctx->saved_data["rho" + std::to_string(i)].toTensor();
-        at::Tensor dh = NormaliseBackward(grads[i].to(dt), h[i], rho, n, &dn).reshape({N, D});
-        if (norm == 2) {
-          dh = 0.5 * dh;
-          G = {dh, dh};
-        } else {
-          G[i] = dh;
-        }
-      }
-      if (dn.defined()) result[ni] = dn.to(in[ni].dtype());
+    const auto opts = x0.options();
+    const size_t ni = in.size() - 1;  // the norm gain, if any
+    const at::Tensor n = norm > 0 ? in[ni].to(dt) : at::Tensor();
+    at::Tensor dn = norm > 0 && ctx->needs_input_grad(ni) ? at::zeros_like(n) : at::Tensor();
+    at::Tensor tmp = at::empty({N, D}, opts);
+    auto rho = [&](int64_t i) {
+      return ctx->saved_data["rho" + std::to_string(i)].toTensor().reshape({N, 1});
+    };
+    auto dy = [&](int64_t i) { return grads[i].to(dt).reshape({N, D}); };
+    at::Tensor shared;  // norm == 2: both routes get ½ ∂L/∂h̄
+    if (norm == 2 && grads[0].defined()) {
+      at::Tensor h = Mix(in, alpha.select(0, 0), K, tok).view({N, D});
+      h = 0.5 * (h + Mix(in, alpha.select(0, 1), K, tok).view({N, D}));
+      shared = NormaliseBackward(dy(0), h, rho(0), n, &dn, tmp).mul_(0.5);
     }
 
-    // dz[r,k] = α (dα − Σ_j α_j dα_j), dα[r,k] = G_r · x_k per token.
-    at::Tensor dz = at::zeros({R, K, N}, x0.options());
-    at::Tensor tmp = at::empty({N, D}, x0.options());
-    at::Tensor dalpha = at::empty({K, N}, x0.options());
+    // dz[r,k] = α (dα − Σ_j α_j dα_j), dα[r,k] = G_r · x_k per token; the value path of
+    // ∂L/∂x_k, Σ_r α[r,k] G_r, accumulates route by route.
+    at::Tensor dz = at::zeros({R, K, N}, opts);
+    at::Tensor dalpha = at::empty({K, N}, opts);
+    std::vector<at::Tensor> dx(static_cast<size_t>(K));
     for (int64_t r = 0; r < R; ++r) {
-      if (!G[r].defined()) continue;
+      at::Tensor G;
+      if (norm == 0 && grads[r].defined()) {
+        G = dy(r);
+      } else if (norm == 1 && grads[r].defined()) {
+        at::Tensor h = Mix(in, alpha.select(0, r), K, tok).view({N, D});
+        G = NormaliseBackward(dy(r), h, rho(r), n, &dn, tmp);
+      } else if (norm == 2) {
+        G = shared;
+      }
+      if (!G.defined()) continue;
+      const at::Tensor a = alpha.select(0, r);
       for (int64_t k = 0; k < K; ++k) {
-        at::mul_out(tmp, G[r], in[k].reshape({N, D}));
+        at::mul_out(tmp, G, in[k].reshape({N, D}));
         at::Tensor row = dalpha.select(0, k);
         at::sum_out(row, tmp, {-1});
+        if (ctx->needs_input_grad(k)) {
+          const at::Tensor ak = a.select(0, k).view({N, 1});
+          if (dx[k].defined()) {
+            dx[k].addcmul_(G, ak);
+          } else {
+            dx[k] = G * ak;
+          }
+        }
       }
-      const at::Tensor a = alpha.select(0, r);
       dz.select(0, r).copy_(a * (dalpha - (a * dalpha).sum(0, /*keepdim=*/true)));
     }
+    if (dn.defined()) result[ni] = dn.to(in[ni].dtype());
     const at::Tensor W = dz * inv_rms;  // ∂L/∂s: [R,K,N]
 
     const at::Tensor g = in[2 * K].to(dt);
@@ -186,19 +209,22 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
 
     bool need_u = ctx->needs_input_grad(2 * K);
     for (int64_t r = 0; r < R; ++r) need_u = need_u || ctx->needs_input_grad(2 * K + 1 + r);
-    at::Tensor dU = need_u ? at::zeros({D, R}, x0.options()) : at::Tensor();
+    at::Tensor dU = need_u ? at::zeros({D, R}, opts) : at::Tensor();
     for (int64_t k = 0; k < K; ++k) {
-      const at::Tensor xk = in[k].reshape({N, D});
       const at::Tensor Wk = W.select(1, k).t();  // [N,R]
       if (ctx->needs_input_grad(k)) {
-        at::Tensor dx = at::mm(Wk, U.t());  // [N,D]: the logits' path, Σ_r W[r,k] u_r
-        for (int64_t r = 0; r < R; ++r)
-          if (G[r].defined()) dx.addcmul_(G[r], alpha.select(0, r).select(0, k).view({N, 1}));
-        result[k] = dx.view(in[k].sizes());
+        // The logits' path: Σ_r W[r,k] u_r.
+        if (dx[k].defined()) {
+          dx[k].addmm_(Wk, U.t());
+        } else {
+          dx[k] = at::mm(Wk, U.t());
+        }
+        result[k] = dx[k].view(in[k].sizes());
+        dx[k] = at::Tensor();
       }
       if (ctx->needs_input_grad(K + k))
         result[K + k] = (dz.select(1, k) * s.select(1, k)).sum(0).view(tok).to(in[K + k].dtype());
-      if (need_u) dU.addmm_(xk.t(), Wk);
+      if (need_u) dU.addmm_(in[k].reshape({N, D}).t(), Wk);
     }
     if (need_u) {
       if (ctx->needs_input_grad(2 * K)) {
