@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 
 namespace rdattn::trainer {
 namespace {
@@ -20,6 +21,12 @@ std::string Rfc3339Now() {
   std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
+}
+
+nlohmann::json HardwareJson(const Hardware& h) {
+  return {{"hardware_kind", h.gpu ? "HARDWARE_KIND_GPU" : "HARDWARE_KIND_CPU"},
+          {"device_name", h.device_name},
+          {"world_size", h.world_size}};
 }
 
 }  // namespace
@@ -80,6 +87,82 @@ void EventSink::Emit(const std::string& kind, nlohmann::json fields) {
   }
   std::fprintf(file_, "%s\n", line.c_str());
   std::fflush(file_);
+}
+
+nlohmann::json InitEvent(const Hardware& where, const InitFields& f) {
+  nlohmann::json e = HardwareJson(where);
+  e.update({{"step", f.step},
+            {"tokens", f.tokens},
+            {"param_count", f.param_count},
+            {"flops_per_token", f.flops_per_token},
+            {"peak_flops_per_second", f.peak_flops_per_second},
+            {"init_param_checksum", f.init_param_checksum},
+            {"data_order_checksum", f.data_order_checksum}});
+  return e;
+}
+
+nlohmann::json TrainStepEvent(const Hardware& where, const TrainStepFields& f) {
+  const double tps = static_cast<double>(f.batch_tokens) / f.step_seconds;
+  nlohmann::json e = HardwareJson(where);
+  e.update({{"step", f.step},
+            {"tokens", f.tokens},
+            {"train_loss", JsonDouble(f.train_loss)},
+            {"lr", f.lr},
+            {"grad_norm", JsonDouble(f.grad_norm)},
+            {"tokens_per_second", tps},
+            {"mfu", f.flops_per_token * tps / (f.peak_flops_per_second * where.world_size)},
+            {"step_seconds", f.step_seconds},
+            {"compute_seconds", f.step_seconds - f.data_seconds - f.allreduce_seconds},
+            {"allreduce_seconds", f.allreduce_seconds},
+            {"data_seconds", f.data_seconds},
+            {"peak_memory_bytes", f.peak_memory_bytes}});
+  return e;
+}
+
+nlohmann::json EvalEvent(const EvalFields& f) {
+  nlohmann::json e = f.depth;
+  e.update({{"step", f.step},
+            {"tokens", f.tokens},
+            {"milestone_tokens", f.milestone_tokens},
+            {"val_nll", JsonDouble(f.val_nll)},
+            {"eval_tokens", f.eval_tokens}});
+  return e;
+}
+
+nlohmann::json CheckpointEvent(int64_t step, int64_t tokens, const std::string& path) {
+  return {{"step", step}, {"tokens", tokens}, {"checkpoint_path", path}};
+}
+
+nlohmann::json WarningEvent(int64_t step, const std::string& warning) {
+  return {{"step", step}, {"warning", warning}};
+}
+
+nlohmann::json FailedEvent(int64_t step, double train_loss, const std::string& error) {
+  return {{"step", step}, {"train_loss", JsonDouble(train_loss)}, {"error", error}};
+}
+
+nlohmann::json FinishedEvent(const Hardware& where, const FinishedFields& f) {
+  nlohmann::json e = HardwareJson(where);
+  e.update({{"step", f.step}, {"tokens", f.tokens}, {"peak_memory_bytes", f.peak_memory_bytes}});
+  if (f.test_nll.has_value()) {
+    e["test_nll"] = JsonDouble(*f.test_nll);
+    e["eval_tokens"] = f.eval_tokens;
+  }
+  return e;
+}
+
+int64_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
 }
 
 }  // namespace rdattn::trainer

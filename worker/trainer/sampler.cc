@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace rdattn::trainer {
 namespace {
@@ -86,6 +87,42 @@ std::vector<int64_t> EvalWindows(int64_t num_windows, int64_t count) {
   std::vector<int64_t> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = i;
   return out;
+}
+
+StatusOr<std::vector<data::Shard>> OpenShards(const std::vector<std::string>& patterns,
+                                              uint32_t vocab, const std::string& field) {
+  std::vector<data::Shard> shards;
+  if (patterns.empty()) return shards;
+  auto paths = data::ExpandShardPaths(patterns);
+  if (!paths.ok()) return paths.status().WithPrefix(field);
+  for (const auto& path : *paths) {
+    auto shard = data::Shard::Open(path, vocab);
+    if (!shard.ok()) return shard.status().WithPrefix(field);
+    shards.push_back(std::move(shard).value());
+  }
+  return shards;
+}
+
+std::vector<const data::Shard*> Pointers(const std::vector<data::Shard>& shards) {
+  std::vector<const data::Shard*> out;
+  out.reserve(shards.size());
+  for (const auto& s : shards) out.push_back(&s);
+  return out;
+}
+
+uint64_t DataOrderChecksum(const Sampler& sampler, uint64_t seed, int64_t steps) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ULL;
+    }
+  };
+  mix(static_cast<uint64_t>(sampler.num_windows()));
+  mix(seed);
+  for (int64_t k = 0; k < std::min<int64_t>(steps, 64); ++k)
+    for (int64_t w : sampler.GlobalBatch(k)) mix(static_cast<uint64_t>(w));
+  return h;
 }
 
 }  // namespace rdattn::trainer

@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "common/status.h"
 
 #include "worker/data/shard.h"
 
@@ -57,5 +60,16 @@ class Sampler {
 // The fixed evaluation list: the first `count` windows in shard order (all when count is 0 or
 // exceeds the number available). Rank r evaluates entries r, r+W, r+2W, ….
 std::vector<int64_t> EvalWindows(int64_t num_windows, int64_t count);
+
+// The shards of a config field (glob patterns, in order), each token id checked against
+// `vocab`. Errors are prefixed with `field` ("data.val_shards: ..."). None for no patterns.
+StatusOr<std::vector<data::Shard>> OpenShards(const std::vector<std::string>& patterns,
+                                              uint32_t vocab, const std::string& field);
+// The shards as WindowIndex takes them; `shards` must outlive the result's users.
+std::vector<const data::Shard*> Pointers(const std::vector<data::Shard>& shards);
+
+// FNV-1a over the window count, the data seed and the first min(64, steps) global batches: the
+// INIT event's data_order_checksum, equal for runs that see the same data in the same order.
+uint64_t DataOrderChecksum(const Sampler& sampler, uint64_t seed, int64_t steps);
 
 }  // namespace rdattn::trainer

@@ -1,0 +1,85 @@
+#include "worker/trainer/runtime.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "worker/launch_env.h"
+
+namespace rdattn::trainer {
+namespace {
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "cpu";
+}
+
+}  // namespace
+
+StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, const comm::Communicator& comm) {
+  Runtime rt;
+  const bool have_cuda = torch::cuda::is_available();
+  rt.cuda = p.device == Device::kCuda || (p.device == Device::kAuto && have_cuda);
+  if (rt.cuda && !have_cuda)
+    return FailedPreconditionError(
+        "parallel.device: cuda was requested but LibTorch sees no CUDA device");
+  if (rt.cuda && comm.device().is_cuda()) {
+    rt.device = comm.device();
+  } else if (rt.cuda) {
+    const int n = static_cast<int>(torch::cuda::device_count());
+    const int d = launch::CudaDeviceForRank(launch::ReadLaunchEnv(), n, /*fallback=*/0);
+    rt.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(std::max(d, 0)));
+  }
+  const Precision prec = p.precision == Precision::kAuto
+                             ? (rt.cuda ? Precision::kBf16 : Precision::kFp32)
+                             : p.precision;
+  if (prec == Precision::kBf16 && !rt.cuda)
+    return FailedPreconditionError("parallel.precision: bf16 autocast needs a CUDA device");
+  rt.param_dtype = prec == Precision::kFp64 ? at::kDouble : at::kFloat;
+  rt.autocast_bf16 = prec == Precision::kBf16;
+  rt.device_name = rt.cuda ? rt.device.str() : CpuModelName();
+  return rt;
+}
+
+AutocastGuard::AutocastGuard(bool on) : on_(on) {
+  if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  at::autocast::set_enabled(true);
+#endif
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+  at::autocast::set_enabled(false);
+#endif
+  at::autocast::clear_cache();
+}
+
+at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin,
+                     size_t end, at::Device device) {
+  const int64_t n = static_cast<int64_t>(end - begin), w = index.context() + 1;
+  at::Tensor batch = at::empty({n, w}, at::TensorOptions().dtype(at::kLong));
+  int64_t* out = batch.data_ptr<int64_t>();
+  for (size_t i = begin; i < end; ++i)
+    index.Copy(windows[i], out + static_cast<int64_t>(i - begin) * w);
+  return device.is_cpu() ? batch : batch.to(device, /*non_blocking=*/false);
+}
+
+}  // namespace rdattn::trainer

@@ -1,0 +1,49 @@
+// Where one rank computes: the device, the parameter dtype and bf16 autocast, decided once from
+// the run's parallel config and the communicator, and the two helpers that put work there
+// (AutocastGuard, MakeBatch). Used by the training loop, evaluation and the eval/export CLI.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/run_config.h"
+#include "common/status.h"
+#include "worker/comm/communicator.h"
+#include "worker/trainer/sampler.h"
+
+namespace rdattn::trainer {
+
+struct Runtime {
+  at::Device device = at::kCPU;
+  at::ScalarType param_dtype = at::kFloat;
+  bool autocast_bf16 = false;
+  bool cuda = false;
+  std::string device_name;  // the CUDA device ("cuda:0") or the CPU's model name, for events
+};
+
+// The device decided once: the communicator's for NCCL (it chose it from the launcher's
+// environment), else launch::CudaDeviceForRank by the same rule. FAILED_PRECONDITION when CUDA
+// or bf16 is asked for and there is no CUDA device.
+StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, const comm::Communicator& comm);
+
+// bf16 autocast for CUDA while alive (LibTorch 1.13 and 2.x spell it differently); nothing
+// when `on` is false.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(bool on);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool on_;
+};
+
+// [end - begin, context+1] int64 token windows windows[begin, end) on `device`.
+at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin,
+                     size_t end, at::Device device);
+
+}  // namespace rdattn::trainer
