@@ -3,7 +3,6 @@
 #include "coordinator/core.h"
 
 #include <absl/cleanup/cleanup.h>
-#include <glog/logging.h>
 #include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "common/log.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
 #include "coordinator/seed_policy.h"
@@ -76,7 +76,7 @@ void Core::ReaperLoop() {
     reaper_cv_.WaitWithTimeout(&mu_, options_.reap_interval);
     if (shutting_down_) break;
     StatusOr<int> expired = ExpireLeasesLocked();
-    if (!expired.ok()) LOG(ERROR) << "lease reaper: " << expired.status().ToString();
+    if (!expired.ok()) RDATTN_LOG(kError) << "lease reaper: " << expired.status().ToString();
   }
 }
 
@@ -186,9 +186,11 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
   RDATTN_RETURN_IF_ERROR(store_->UpdateJob(job));
   if (from == t.new_state) return t.new_state;
 
-  LOG(INFO) << "job " << job.id << ": " << JobStateName(from) << " -> " << JobStateName(t.new_state)
-            << " on " << JobEventName(event) << " (attempt " << job.attempts << ")"
-            << (ctx.reason.empty() ? "" : ": " + ctx.reason.substr(0, ctx.reason.find('\n')));
+  RDATTN_LOG(kInfo) << "job " << job.id << ": " << JobStateName(from) << " -> "
+                    << JobStateName(t.new_state) << " on " << JobEventName(event) << " (attempt "
+                    << job.attempts << ")"
+                    << (ctx.reason.empty() ? ""
+                                           : ": " + ctx.reason.substr(0, ctx.reason.find('\n')));
   EventRow row;
   row.sweep_id = job.sweep_id;
   row.job_id = job.id;
@@ -236,8 +238,8 @@ Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& r
         std::to_string(facts.failed) + " of " + std::to_string(facts.total) + " jobs FAILED";
   }
   RDATTN_RETURN_IF_ERROR(store_->UpdateSweep(sweep));
-  LOG(INFO) << "sweep " << sweep_id << ": " << SweepStateName(from) << " -> "
-            << SweepStateName(next);
+  RDATTN_LOG(kInfo) << "sweep " << sweep_id << ": " << SweepStateName(from) << " -> "
+                    << SweepStateName(next);
   EventRow row;
   row.sweep_id = sweep_id;
   row.kind = EventKind::kSweepStateChange;
@@ -385,7 +387,7 @@ Status Core::RunSeedLook(const SweepRow& sweep, pb::SequentialState& state) {
   }
   *state.add_looks() = look;
   RDATTN_RETURN_IF_ERROR(store_->PutSequential(sweep.id, state));
-  LOG(INFO) << "sweep " << sweep.id << ": " << contract::DescribeSeedLook(look);
+  RDATTN_LOG(kInfo) << "sweep " << sweep.id << ": " << contract::DescribeSeedLook(look);
   EventRow row;
   row.sweep_id = sweep.id;
   row.kind = EventKind::kSeedLook;
@@ -476,8 +478,8 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
     resp.set_created(false);
     return resp;
   }
-  LOG(INFO) << "sweep " << row.id << " submitted by '" << row.owner << "': " << jobs->size()
-            << " jobs";
+  RDATTN_LOG(kInfo) << "sweep " << row.id << " submitted by '" << row.owner << "': " << jobs->size()
+                    << " jobs";
   RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(row, false));
   resp.set_created(true);
   return resp;
@@ -592,7 +594,7 @@ StatusOr<pb::CancelSweepResponse> Core::CancelSweep(
       sweep.message = reason;
       sweep.update_us = NowMicros();
       RDATTN_RETURN_IF_ERROR(store_->UpdateSweep(sweep));
-      LOG(INFO) << "sweep " << sweep.id << ": " << reason;
+      RDATTN_LOG(kInfo) << "sweep " << sweep.id << ": " << reason;
     }
     RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListJobs(sweep.id));
     for (JobRow& job : jobs) {

@@ -1,6 +1,5 @@
 // Core: the WorkerService side — registration, leases (long poll + scheduler), heartbeats,
 // progress events, completion, and lease expiry.
-#include <glog/logging.h>
 
 #include <algorithm>
 #include <set>
@@ -9,6 +8,7 @@
 #include "coordinator/core.h"
 
 #include <absl/cleanup/cleanup.h>
+#include "common/log.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
 #include "coordinator/scheduler.h"
@@ -82,8 +82,9 @@ StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWork
   w.registered_us = NowMicros();
   w.last_seen_us = w.registered_us;
   RDATTN_RETURN_IF_ERROR(store_->UpsertWorker(w));
-  LOG(INFO) << "worker " << w.id << " registered: host '" << w.hostname << "', "
-            << (w.kind == HardwareKind::kGpu ? "gpu" : "cpu") << ", " << w.slots << " slots";
+  RDATTN_LOG(kInfo) << "worker " << w.id << " registered: host '" << w.hostname << "', "
+                    << (w.kind == HardwareKind::kGpu ? "gpu" : "cpu") << ", " << w.slots
+                    << " slots";
   NotifyWork();
   pb::RegisterWorkerResponse resp;
   resp.set_worker_id(w.id);
@@ -220,9 +221,9 @@ StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req)
   });
   RDATTN_RETURN_IF_ERROR(st);
   SetDuration(options_.heartbeat_interval, resp.mutable_heartbeat_interval());
-  VLOG(2) << "heartbeat from " << worker->id << ": " << req.leases_size() << " leases, "
-          << resp.lost_lease_ids_size() << " lost, " << resp.cancel_orders_size()
-          << " cancel orders";
+  RDATTN_LOG(kDebug) << "heartbeat from " << worker->id << ": " << req.leases_size() << " leases, "
+                     << resp.lost_lease_ids_size() << " lost, " << resp.cancel_orders_size()
+                     << " cancel orders";
   return resp;
 }
 
@@ -349,7 +350,7 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
           ctx.reason = "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id +
                        " reported SUCCEEDED, but " + incomplete;
           ctx.message = ctx.reason + (req.message().empty() ? "" : "; worker: " + req.message());
-          LOG(WARNING) << "job " << job.id << ": " << ctx.reason;
+          RDATTN_LOG(kWarning) << "job " << job.id << ": " << ctx.reason;
         } else {
           ctx.reason = FailureReason(job, req);
         }
@@ -432,7 +433,7 @@ StatusOr<int> Core::ExpireLeasesLocked() {
       ctx.outcome = "LEASE_EXPIRED";
       ctx.reason = "lease expired on worker " + job.worker_id + " (attempt " +
                    std::to_string(job.attempts) + ")";
-      LOG(WARNING) << "job " << job.id << ": " << ctx.reason;
+      RDATTN_LOG(kWarning) << "job " << job.id << ": " << ctx.reason;
       RDATTN_ASSIGN_OR_RETURN(JobState next, ApplyJobEvent(job, JobEvent::kLeaseExpired, ctx));
       ++expired;
       if (next == JobState::kPending) ++retried;

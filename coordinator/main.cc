@@ -8,7 +8,6 @@
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
-#include <glog/logging.h>
 #include <grpcpp/security/server_credentials.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "common/flag_spelling.h"
+#include "common/log.h"
 #include "coordinator/auth.h"
 #include "coordinator/clock.h"
 #include "coordinator/core.h"
@@ -101,16 +101,17 @@ int Fail(const Status& st) {
 // missing binary that was asked for by name or path is an error.
 StatusOr<std::string> ResolveGnuplot(const std::string& flag) {
   if (flag.empty()) {
-    LOG(INFO) << "--gnuplot is empty: reports have no plots";
+    RDATTN_LOG(kInfo) << "--gnuplot is empty: reports have no plots";
     return std::string();
   }
   StatusOr<std::string> found = stats::FindGnuplot(flag);
   if (found.ok()) {
-    LOG(INFO) << "report plots drawn by " << *found;
+    RDATTN_LOG(kInfo) << "report plots drawn by " << *found;
     return found;
   }
   if (flag != "gnuplot") return InvalidArgumentError("--gnuplot: " + found.status().message());
-  LOG(WARNING) << "--gnuplot: " << found.status().message() << "; reports will have no plots";
+  RDATTN_LOG(kWarning) << "--gnuplot: " << found.status().message()
+                       << "; reports will have no plots";
   return std::string();
 }
 
@@ -126,7 +127,7 @@ StatusOr<std::string> ResolveReportTempDir(const std::string& flag) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     if (!flag.empty()) return InvalidArgumentError("--report-temp-dir: no folder " + dir);
-    LOG(WARNING) << "report temporary folder " << dir << " (from TMPDIR) does not exist";
+    RDATTN_LOG(kWarning) << "report temporary folder " << dir << " (from TMPDIR) does not exist";
   }
   return dir;
 }
@@ -148,16 +149,15 @@ int main(int argc, char** argv) {
   if (rest.size() > 1)
     return Fail(InvalidArgumentError(std::string("unexpected argument: ") + rest[1]));
 
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
+  log::SetComponent("rdattn-coordinator");
 
   const int lease_s = absl::GetFlag(FLAGS_lease_seconds);
   const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_seconds);
   if (lease_s <= 0) return Fail(InvalidArgumentError("--lease-seconds: must be > 0"));
   if (heartbeat_s <= 0) return Fail(InvalidArgumentError("--heartbeat-seconds: must be > 0"));
   if (heartbeat_s >= lease_s) {
-    LOG(WARNING) << "--heartbeat-seconds " << heartbeat_s << " >= --lease-seconds " << lease_s
-                 << ": leases will expire between heartbeats";
+    RDATTN_LOG(kWarning) << "--heartbeat-seconds " << heartbeat_s << " >= --lease-seconds "
+                         << lease_s << ": leases will expire between heartbeats";
   }
   if (absl::GetFlag(FLAGS_max_attempts) <= 0)
     return Fail(InvalidArgumentError("--max-attempts: must be > 0"));
@@ -172,12 +172,12 @@ int main(int argc, char** argv) {
   Authenticator auth;
   const std::string tokens_file = absl::GetFlag(FLAGS_tokens_file);
   if (tokens_file.empty()) {
-    LOG(WARNING) << "authentication is OFF (no --tokens-file): every caller is an admin. "
-                    "Use --tokens-file outside a trusted loopback setup.";
+    RDATTN_LOG(kWarning) << "authentication is OFF (no --tokens-file): every caller is an admin. "
+                            "Use --tokens-file outside a trusted loopback setup.";
   } else {
     StatusOr<std::vector<TokenEntry>> tokens = LoadTokensFile(tokens_file);
     if (!tokens.ok()) return Fail(tokens.status());
-    LOG(INFO) << "authentication on: " << tokens->size() << " tokens from " << tokens_file;
+    RDATTN_LOG(kInfo) << "authentication on: " << tokens->size() << " tokens from " << tokens_file;
     auth = Authenticator(std::move(*tokens));
   }
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
@@ -236,15 +236,15 @@ int main(int argc, char** argv) {
   const std::string host = listen.substr(0, listen.rfind(':'));
   std::printf("listening on %s:%d\n", host.c_str(), (*server)->port());
   std::fflush(stdout);
-  LOG(INFO) << "rdattn-coordinator serving on " << host << ":" << (*server)->port() << " ("
-            << (*creds ? "TLS" : "plaintext") << "), database " << db_path << ", lease " << lease_s
-            << " s, heartbeat " << heartbeat_s << " s";
+  RDATTN_LOG(kInfo) << "rdattn-coordinator serving on " << host << ":" << (*server)->port() << " ("
+                    << (*creds ? "TLS" : "plaintext") << "), database " << db_path << ", lease "
+                    << lease_s << " s, heartbeat " << heartbeat_s << " s";
   if (exposer) {
     // One line, on stderr: how tests and scripts find a port-0 endpoint (docs/metrics.md).
     std::fprintf(stderr, "rdattn-coordinator: metrics on %s\n", exposer->url().c_str());
     std::fflush(stderr);
   } else {
-    LOG(INFO) << "metrics off (no --metrics-listen)";
+    RDATTN_LOG(kInfo) << "metrics off (no --metrics-listen)";
   }
 
   CoordinatorServer* srv = server->get();
@@ -252,12 +252,12 @@ int main(int argc, char** argv) {
   std::thread waiter([&signals, srv, grace] {
     int sig = 0;
     sigwait(&signals, &sig);
-    LOG(INFO) << "signal " << sig << ": shutting down";
+    RDATTN_LOG(kInfo) << "signal " << sig << ": shutting down";
     srv->Shutdown(grace);
   });
   srv->Wait();
   waiter.join();
   core.Shutdown();
-  LOG(INFO) << "rdattn-coordinator stopped";
+  RDATTN_LOG(kInfo) << "rdattn-coordinator stopped";
   return 0;
 }

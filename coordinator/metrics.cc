@@ -2,7 +2,6 @@
 // the exposer (metrics.h).
 #include "coordinator/metrics.h"
 
-#include <glog/logging.h>
 #include <google/protobuf/descriptor.h>
 #include <prometheus/text_serializer.h>
 
@@ -13,6 +12,7 @@
 #include <map>
 #include <utility>
 
+#include "common/log.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 
 namespace rdattn::coordinator {
@@ -28,7 +28,10 @@ std::set<std::string, std::less<>> KnownMethods() {
   for (const char* service :
        {pb::SweepService::service_full_name(), pb::WorkerService::service_full_name()}) {
     const google::protobuf::ServiceDescriptor* d = pool->FindServiceByName(service);
-    CHECK(d != nullptr) << "no descriptor for " << service;
+    if (d == nullptr) {  // a build error: the generated code is linked in
+      RDATTN_LOG(kError) << "no descriptor for " << service;
+      std::abort();
+    }
     for (int i = 0; i < d->method_count(); ++i) {
       out.insert("/" + std::string(service) + "/" + d->method(i)->name());
     }
@@ -218,7 +221,7 @@ std::vector<double> GrpcDurationBuckets() {
 std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
   StatusOr<StateCounts> counts = core_->ReadStateCounts(retention_);
   if (!counts.ok()) {
-    LOG(ERROR) << "metrics: cannot read the store: " << counts.status().ToString();
+    RDATTN_LOG(kError) << "metrics: cannot read the store: " << counts.status().ToString();
     return {};
   }
   prometheus::MetricFamily jobs = Gauges("rdattn_jobs", "Jobs in the store by state.");

@@ -1,7 +1,6 @@
 // gRPC handlers: authenticate, call Core, map the Status. Nothing else lives here.
 #include "coordinator/service.h"
 
-#include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 

@@ -1,6 +1,6 @@
-// A small stderr logger for rdattn-worker. The daemon links neither LibTorch nor glog (Debian's
-// abseil has no absl/log), so it writes its own lines: "<UTC time> <level> rdattn-worker: msg".
-// Thread-safe; one write per line. Never log tokens.
+// rdattn-worker's logging calls, on the one line format of every binary (common/log.h):
+// "<UTC time> <level> rdattn-worker: msg"; main() sets the component. Thread-safe; one write per
+// line. Never log tokens.
 #pragma once
 
 #include <string_view>

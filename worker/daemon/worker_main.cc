@@ -26,6 +26,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "common/flag_spelling.h"
+#include "common/log.h"
 #include "common/strings.h"
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/job_paths.h"
@@ -166,6 +167,7 @@ int Usage(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rdattn::log::SetComponent("rdattn-worker");
   // Block the shutdown signals in every thread (gRPC's too, created below); one thread takes
   // them with sigwait. Children get an empty mask and default dispositions (process.cc).
   sigset_t shutdown_signals;
