@@ -59,15 +59,24 @@ at::Tensor ForwardBackward(model::Gpt& m, const at::Tensor& batch, const DeviceS
 at::Tensor RandomBatch(const model::ModelConfig& cfg, int64_t batch, uint64_t seed,
                        const DeviceSpec& dev);
 
-// Peak memory of full training steps per arm, each measured in a fresh child process (this
-// binary with --memory-probe; up to `jobs` at a time: RSS and allocator peaks are per process),
-// in bytes; -1 where a probe failed. CPU: peak RSS (VmHWM, reset through /proc/self/clear_refs)
-// minus the RSS before the model was built, over two full steps (the second one holds AdamW's
-// moments). CUDA: the caching allocator's peak allocated bytes.
-std::vector<int64_t> ProbeMemoryInChildren(const std::string& preset,
-                                           const std::vector<model::Arm>& arms, int64_t batch,
-                                           const std::string& device, const std::string& precision,
-                                           int64_t threads, int64_t jobs);
+// Peak memory of two full training steps (the second one holds AdamW's moments) per arm, each
+// measured in a fresh child process (this binary with --memory-probe; up to `jobs` at a time:
+// the figures are per process), in bytes, -1 where unavailable:
+//   peak_bytes  CPU: the peak of live tensor bytes from LibTorch's CPU allocator (its
+//               memory-profiling hook), from just before the model is built — weights,
+//               gradients, optimizer state, activations and temporaries. CUDA: the caching
+//               allocator's peak allocated bytes minus what was allocated before the model.
+//   rss_bytes   CPU only: peak RSS (VmHWM, reset through /proc/self/clear_refs) minus the RSS
+//               before the model was built; coarser (malloc arenas, page reuse).
+struct MemoryFigures {
+  int64_t peak_bytes = -1;
+  int64_t rss_bytes = -1;
+};
+std::vector<MemoryFigures> ProbeMemoryInChildren(const std::string& preset,
+                                                 const std::vector<model::Arm>& arms, int64_t batch,
+                                                 const std::string& device,
+                                                 const std::string& precision, int64_t threads,
+                                                 int64_t jobs);
 // The child's side: prints the figure on stdout and returns the exit status.
 int MemoryProbeMain(const std::string& preset, model::Arm arm, int64_t batch, const DeviceSpec& dev,
                     int64_t threads);

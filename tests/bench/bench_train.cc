@@ -8,6 +8,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/version.h>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -188,12 +191,47 @@ std::string SelfPath() {
   return self;
 }
 
+namespace {
+
+// Bytes of live CPU tensors and their peak, from LibTorch's CPU allocator: while installed as the
+// thread's PROFILER_STATE debug info, the allocator reports every allocation (+size) and free
+// (-size) to it (c10::reportMemoryUsageToProfiler). 1.13 passes the totals as int64_t, 2.x as
+// size_t; both overloads are here, and whichever the base class declares is the override.
+class TensorPeakReporter : public c10::MemoryReportingInfoBase {
+ public:
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, int64_t /*total_allocated*/,
+                         int64_t /*total_reserved*/, c10::Device device) {
+    Add(alloc_size, device);
+  }
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, size_t /*total_allocated*/,
+                         size_t /*total_reserved*/, c10::Device device) {
+    Add(alloc_size, device);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+  int64_t peak() const { return peak_.load(); }
+
+ private:
+  void Add(int64_t bytes, c10::Device device) {
+    if (!device.is_cpu()) return;
+    const int64_t now = current_ += bytes;
+    int64_t p = peak_.load();
+    while (now > p && !peak_.compare_exchange_weak(p, now)) {
+    }
+  }
+  std::atomic<int64_t> current_{0};
+  std::atomic<int64_t> peak_{0};
+};
+
+}  // namespace
+
 int MemoryProbeMain(const std::string& preset, model::Arm arm, int64_t batch, const DeviceSpec& dev,
                     int64_t threads) {
   at::set_num_threads(static_cast<int>(threads));
   const auto cfg = *model::Preset(preset, arm);
   const at::Tensor tokens = RandomBatch(cfg, batch, 1, dev);
-  int64_t before = 0;
+  auto reporter = std::make_shared<TensorPeakReporter>();
+  [[maybe_unused]] int64_t before = 0;
+  int64_t rss_before = -1;
   if (dev.cuda()) {
 #if defined(RDATTN_BENCH_CUDA)
     Sync(dev);
@@ -207,39 +245,47 @@ int MemoryProbeMain(const std::string& preset, model::Arm arm, int64_t batch, co
     return 1;
 #endif
   } else {
-    before = ProcStatusBytes("VmRSS");
+    rss_before = ProcStatusBytes("VmRSS");
     if (!ResetPeakRss()) std::fprintf(stderr, "memory probe: cannot reset VmHWM\n");
   }
-  model::Gpt m(cfg, 0);
-  m->to(dev.device);
-  auto opt = MakeAdamW(m);
-  for (int s = 0; s < 2; ++s) FullStep(m, *opt, tokens, dev);
-  Sync(dev);
-  int64_t peak = -1;
-  if (dev.cuda()) {
+  int64_t peak = -1, rss_peak = -1;
+  {
+    std::unique_ptr<c10::DebugInfoGuard> guard;
+    if (!dev.cuda())
+      guard = std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, reporter);
+    model::Gpt m(cfg, 0);
+    m->to(dev.device);
+    auto opt = MakeAdamW(m);
+    for (int s = 0; s < 2; ++s) FullStep(m, *opt, tokens, dev);
+    Sync(dev);
+    if (dev.cuda()) {
 #if defined(RDATTN_BENCH_CUDA)
-    peak = static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index())
-                                    .allocated_bytes[0]
-                                    .peak);
+      peak =
+          static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(dev.device.index())
+                                   .allocated_bytes[0]
+                                   .peak) -
+          before;
 #endif
-  } else {
-    peak = ProcStatusBytes("VmHWM");
+    } else {
+      peak = reporter->peak() > 0 ? reporter->peak() : -1;
+      rss_peak = ProcStatusBytes("VmHWM") - rss_before;
+    }
   }
-  std::printf("%lld\n", static_cast<long long>(peak - before));
+  std::printf("%lld %lld\n", static_cast<long long>(peak), static_cast<long long>(rss_peak));
   return 0;
 }
 
-std::vector<int64_t> ProbeMemoryInChildren(const std::string& preset,
-                                           const std::vector<model::Arm>& arms, int64_t batch,
-                                           const std::string& device, const std::string& precision,
-                                           int64_t threads, int64_t jobs) {
-  std::vector<int64_t> out(arms.size(), -1);
+std::vector<MemoryFigures> ProbeMemoryInChildren(const std::string& preset,
+                                                 const std::vector<model::Arm>& arms, int64_t batch,
+                                                 const std::string& device,
+                                                 const std::string& precision, int64_t threads,
+                                                 int64_t jobs) {
+  std::vector<MemoryFigures> out(arms.size());
   const std::string self = SelfPath();
   if (self.empty()) return out;
-  for (size_t first = 0; first < arms.size();
-       first += static_cast<size_t>(std::max<int64_t>(jobs, 1))) {
-    const size_t last =
-        std::min(arms.size(), first + static_cast<size_t>(std::max<int64_t>(jobs, 1)));
+  const size_t step = static_cast<size_t>(std::max<int64_t>(jobs, 1));
+  for (size_t first = 0; first < arms.size(); first += step) {
+    const size_t last = std::min(arms.size(), first + step);
     std::vector<FILE*> pipes;
     for (size_t i = first; i < last; ++i) {
       const std::string cmd = self + " --memory-probe " + std::string(model::ArmName(arms[i])) +
@@ -251,9 +297,9 @@ std::vector<int64_t> ProbeMemoryInChildren(const std::string& preset,
     for (size_t i = first; i < last; ++i) {
       FILE* p = pipes[i - first];
       if (p == nullptr) continue;
-      long long v = -1;
-      if (std::fscanf(p, "%lld", &v) != 1) v = -1;
-      out[i] = pclose(p) == 0 ? v : -1;
+      long long peak = -1, rss = -1;
+      if (std::fscanf(p, "%lld %lld", &peak, &rss) != 2) peak = rss = -1;
+      if (pclose(p) == 0) out[i] = MemoryFigures{peak, rss};
     }
   }
   return out;

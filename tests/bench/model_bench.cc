@@ -76,6 +76,7 @@ struct ArmResult {
   int64_t tokens = 0;
   int64_t steps = 0;
   int64_t peak_memory_bytes = -1;
+  int64_t peak_rss_bytes = -1;
   int64_t params = 0;
   rdattn::model::FlopCounts flops;
   bench::MeasuredFlops measured;
@@ -358,9 +359,12 @@ int Run(int argc, char** argv) {
     }
     // After the timings, so that the probes' processes do not slow the timed steps.
     if (o.memory) {
-      const std::vector<int64_t> mem = bench::ProbeMemoryInChildren(
+      const std::vector<bench::MemoryFigures> mem = bench::ProbeMemoryInChildren(
           preset, o.arms, o.batch, o.device, o.precision, o.threads, o.probe_jobs);
-      for (size_t i = 0; i < o.arms.size(); ++i) res[o.arms[i]].peak_memory_bytes = mem[i];
+      for (size_t i = 0; i < o.arms.size(); ++i) {
+        res[o.arms[i]].peak_memory_bytes = mem[i].peak_bytes;
+        res[o.arms[i]].peak_rss_bytes = mem[i].rss_bytes;
+      }
     }
 
     std::printf(
@@ -370,8 +374,9 @@ int Run(int argc, char** argv) {
         (long long)base.ffn_hidden, (long long)base.blocks, (long long)T,
         (long long)base.vocab_size, (long long)(o.batch * T), (long long)base.width,
         (long long)base.vocab_size, head_gemm / 1e9);
-    std::printf("%-9s %10s %9s %9s %10s %10s %10s %10s %7s %7s", "arm", "tokens/s", "ms/step",
-                "peak_MiB", "params", "fwd_MF/tk", "train_MF/tk", "GFLOP/s", "of_gemm", "meas/an");
+    std::printf("%-9s %10s %9s %9s %8s %10s %10s %10s %10s %7s %7s", "arm", "tokens/s", "ms/step",
+                "peak_MiB", "rss_MiB", "params", "fwd_MF/tk", "train_MF/tk", "GFLOP/s", "of_gemm",
+                "meas/an");
     if (o.peak_flops > 0) std::printf(" %7s", "MFU");
     std::printf("\n");
     nlohmann::json arms_json = nlohmann::json::object();
@@ -385,9 +390,10 @@ int Run(int argc, char** argv) {
       const double analytic_mm = r.flops.training();
       const double measured_mm = r.measured.forward_per_token + r.measured.backward_per_token;
       std::printf(
-          "%-9s %10.1f %9.1f %9.1f %10lld %10.3f %10.3f %10.3f %7.3f", Name(arm).c_str(), tps,
+          "%-9s %10.1f %9.1f %9.1f %8.1f %10lld %10.3f %10.3f %10.3f %7.3f", Name(arm).c_str(), tps,
           1000.0 * r.seconds / static_cast<double>(r.steps),
           r.peak_memory_bytes < 0 ? -1.0 : static_cast<double>(r.peak_memory_bytes) / (1 << 20),
+          r.peak_rss_bytes < 0 ? -1.0 : static_cast<double>(r.peak_rss_bytes) / (1 << 20),
           (long long)r.params, r.flops.forward() / 1e6, r.flops.training() / 1e6, achieved / 1e9,
           achieved / gemm_peak);
       if (r.measured.ok())
@@ -400,6 +406,7 @@ int Run(int argc, char** argv) {
                           {"ms_per_step", 1000.0 * r.seconds / static_cast<double>(r.steps)},
                           {"timed_steps", r.steps},
                           {"peak_memory_bytes", r.peak_memory_bytes},
+                          {"peak_rss_bytes", r.peak_rss_bytes},
                           {"params", r.params},
                           {"flops_per_token_forward", r.flops.forward()},
                           {"flops_per_token_training", r.flops.training()},
