@@ -60,13 +60,16 @@ at::Tensor Mix(at::TensorList x, const at::Tensor& a, int64_t K, const std::vect
 
 // inputs = [x_0 … x_{K-1}, inv_rms_0 … inv_rms_{K-1}, gain, q_0 … q_{R-1}, (norm gain)].
 // norm: 0 = none, outputs [h_0 … h_{R-1}]; 1 = each route normalised, [y_0 … y_{R-1}];
-// 2 = the mean of the two routes normalised, [y]. Then α, [R,K,B,T], not differentiable.
+// 2 = the mean of the two routes normalised, [y]; 3 = as 1 with R = 2, and route 1's output
+// projected, [y_0, y_1·Wᵀ] with W the last input (rd's V projection, so that y_1 is not saved).
+// Then α, [R,K,B,T], not differentiable.
 struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t K,
                                int64_t norm, double norm_eps) {
-    const int64_t R = static_cast<int64_t>(inputs.size()) - 2 * K - 1 - (norm > 0 ? 1 : 0);
+    const int64_t R =
+        static_cast<int64_t>(inputs.size()) - 2 * K - 1 - (norm > 0 ? 1 : 0) - (norm == 3 ? 1 : 0);
     TORCH_CHECK(K >= 1 && R >= 1 && R <= kProductColumns, "depth read: K=", K, " R=", R);
-    TORCH_CHECK(norm >= 0 && norm <= 2 && (norm != 2 || R == 2), "depth read: norm mode ", norm);
+    TORCH_CHECK(norm >= 0 && norm <= 3 && (norm < 2 || R == 2), "depth read: norm mode ", norm);
     const at::Tensor& x0 = inputs[0];
     const auto dt = x0.scalar_type();
     const int64_t D = x0.size(-1), N = x0.numel() / D;
@@ -96,15 +99,16 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     variable_list out;
     const auto tok = TokenShape(x0);
     // With a norm, each route is normalised as soon as it is mixed (one h alive at a time).
-    const at::Tensor n = norm > 0 ? inputs.back().to(dt) : at::Tensor();
+    const at::Tensor n = norm > 0 ? inputs[2 * K + 1 + R].to(dt) : at::Tensor();
     std::vector<at::Tensor> rho;
     for (int64_t r = 0; r < R; ++r) {
       alpha.select(0, r).copy_(at::softmax(s.select(0, r) * inv_rms, 0));
       at::Tensor h = Mix(inputs, alpha.select(0, r), K, tok);
-      if (norm == 1) {
+      if (norm == 1 || norm == 3) {
         rho.emplace_back();
         h = Normalise(h, n, norm_eps, &rho.back());
       }
+      if (norm == 3 && r == 1) h = at::linear(h, inputs.back());
       out.push_back(std::move(h));
     }
     if (norm == 2) {
@@ -132,7 +136,8 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     const variable_list in = ctx->get_saved_variables();
     const int64_t K = ctx->saved_data["K"].toInt();
     const int64_t norm = ctx->saved_data["norm"].toInt();
-    const int64_t R = static_cast<int64_t>(in.size()) - 2 * K - 1 - (norm > 0 ? 1 : 0);
+    const int64_t R =
+        static_cast<int64_t>(in.size()) - 2 * K - 1 - (norm > 0 ? 1 : 0) - (norm == 3 ? 1 : 0);
     const at::Tensor alpha = ctx->saved_data["alpha"].toTensor();      // [R,K,N]
     const at::Tensor s = ctx->saved_data["s"].toTensor();              // [R,K,N]
     const at::Tensor inv_rms = ctx->saved_data["inv_rms"].toTensor();  // [K,N]
@@ -150,7 +155,7 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
       any = any || (i < static_cast<int64_t>(grads.size()) && grads[i].defined());
     if (!any) return result;
     const auto opts = x0.options();
-    const size_t ni = in.size() - 1;  // the norm gain, if any
+    const auto ni = static_cast<size_t>(2 * K + 1 + R);  // the norm gain, if any
     const at::Tensor n = norm > 0 ? in[ni].to(dt) : at::Tensor();
     at::Tensor dn = norm > 0 && ctx->needs_input_grad(ni) ? at::zeros_like(n) : at::Tensor();
     at::Tensor tmp = at::empty({N, D}, opts);
@@ -174,9 +179,22 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
       at::Tensor G;
       if (norm == 0 && grads[r].defined()) {
         G = dy(r);
-      } else if (norm == 1 && grads[r].defined()) {
+      } else if ((norm == 1 || norm == 3) && grads[r].defined()) {
         at::Tensor h = Mix(in, alpha.select(0, r), K, tok).view({N, D});
-        G = NormaliseBackward(dy(r), h, rho(r), n, &dn, tmp);
+        at::Tensor d = grads[r].to(dt);
+        if (norm == 3 && r == 1) {
+          // Through the projection: recompute y_1 = h·ρ·n (the forward's ops), then
+          // ∂L/∂W = dvᵀ y_1 and ∂L/∂y_1 = dv W.
+          const at::Tensor& w = in.back();
+          d = d.reshape({N, w.size(0)});
+          {
+            at::Tensor y = h * rho(r);
+            y.mul_(n);
+            if (ctx->needs_input_grad(in.size() - 1)) result[in.size() - 1] = at::mm(d.t(), y).to(w.scalar_type());
+          }
+          d = at::mm(d, w.to(dt));
+        }
+        G = NormaliseBackward(d.reshape({N, D}), h, rho(r), n, &dn, tmp);
       } else if (norm == 2) {
         G = shared;
       }
@@ -296,6 +314,12 @@ DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
                 "mean_of_routes needs a 2-route read");
     inputs.push_back(norm.gain);
     mode = norm.mean_of_routes ? 2 : 1;
+    if (norm.v_projection.defined()) {
+      TORCH_CHECK(queries.size() == 2 && !norm.mean_of_routes,
+                  "v_projection needs a 2-route read with a norm per route");
+      inputs.push_back(norm.v_projection);
+      mode = 3;
+    }
   }
   variable_list out = DepthReadFunction::apply(at::TensorList(inputs), K, mode, norm.eps);
   DepthReadResult res;

@@ -66,11 +66,15 @@ struct ReadNorm {
   at::Tensor gain;              // [D]
   double eps = 1e-6;            //
   bool mean_of_routes = false;  // the average arms: one output RMSNorm(½(h_0 + h_1))
+  // rd, tied, frozen_v: route 1's output is linear(RMSNorm(h_1), v_projection) (the V
+  // projection W_V, [out, in]), so that RMSNorm(h_1) is not saved either: the backward
+  // recomputes it. Undefined: route 1's output is RMSNorm(h_1).
+  at::Tensor v_projection;
 };
 
 struct DepthReadResult {
   // Per route: h_r, or RMSNorm_n(h_r) with a ReadNorm; one RMSNorm_n(½(h_0 + h_1)) with
-  // mean_of_routes. [B,T,D], computation dtype.
+  // mean_of_routes; route 1 projected with v_projection. [B,T,D], computation dtype.
   std::vector<at::Tensor> outputs;
   std::vector<at::Tensor> alphas;  // per route: α[r], [K,B,T], not differentiable
 };

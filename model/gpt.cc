@@ -159,15 +159,16 @@ at::Tensor GptImpl::Loss(const at::Tensor& logits, const at::Tensor& targets) {
                                 targets.reshape({-1}));
 }
 
-at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk, const at::Tensor& x_v,
+at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk, const at::Tensor& v_proj,
                               const at::Tensor& cos, const at::Tensor& sin) const {
   const int64_t B = x_qk.size(0), T = x_qk.size(1), H = cfg_.heads, dh = cfg_.head_dim();
   // Three separate GEMMs in every arm (never a fused QKV): V's input differs by arm, and one
-  // code path keeps RD with q_v = q_attn bitwise equal to Block.
+  // code path keeps RD with q_v = q_attn bitwise equal to Block. The V GEMM is the caller's
+  // (the rd arms' fused read computes it, with the same at::linear).
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, dh}).transpose(1, 2); };
   at::Tensor q = ApplyRope(heads(at::linear(x_qk, layer.wq)), cos, sin);
   at::Tensor k = ApplyRope(heads(at::linear(x_qk, layer.wk)), cos, sin);
-  at::Tensor v = heads(at::linear(x_v, layer.wv));
+  at::Tensor v = heads(v_proj);
   at::Tensor y;
 #if TORCH_VERSION_MAJOR >= 2
   if (q.is_cuda()) {
@@ -196,7 +197,7 @@ ForwardOutput GptImpl::ForwardStandard(const at::Tensor& e, const at::Tensor& co
   at::Tensor x = e;
   for (auto& layer : layers_) {
     const at::Tensor h = RmsNorm(x, layer->attn_norm, cfg_.norm_eps);
-    x = x + Attention(*layer, h, h, cos, sin);
+    x = x + Attention(*layer, h, at::linear(h, layer->wv), cos, sin);
     x = x + Mlp(*layer, RmsNorm(x, layer->mlp_norm, cfg_.norm_eps));
   }
   ForwardOutput out;
@@ -228,11 +229,13 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
   // One read of 1 or 2 routes over blocks ++ [partial], followed by the RMSNorm with gain
   // `norm` of each route (or of the mean of the two routes): the fused operator, or the plain
   // composition (the tests' reference).
+  // With `v_projection`, route 1's output is projected by it (the V projection of the rd arms).
   auto read = [&](const std::vector<at::Tensor>& queries, const at::Tensor& key_gain,
-                  const at::Tensor& norm, bool mean_of_routes = false) {
+                  const at::Tensor& norm, bool mean_of_routes = false,
+                  const at::Tensor& v_projection = {}) {
     if (!opts.plain_depth_read)
       return FusedDepthRead(sources.Sources(), queries, key_gain,
-                            ReadNorm{norm, eps, mean_of_routes});
+                            ReadNorm{norm, eps, mean_of_routes, v_projection});
     const at::Tensor stacked = StackSources(sources.RawSources());
     const at::Tensor keys = DepthKeys(stacked, key_gain, key_eps);
     DepthReadResult res;
@@ -243,6 +246,7 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
     }
     if (mean_of_routes) res.outputs = {0.5 * (res.outputs[0] + res.outputs[1])};
     for (auto& h : res.outputs) h = RmsNorm(h, norm, eps);
+    if (v_projection.defined()) res.outputs[1] = at::linear(res.outputs[1], v_projection);
     return res;
   };
 
@@ -251,13 +255,13 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
     // (a) attention-side read over blocks ++ [partial], before the boundary push, and the
     // attention pre-norm. The routes share the keys (one key gain) and one logit product; the
     // same pre-norm module is applied to each route separately.
-    at::Tensor x_qk, x_v;
+    at::Tensor x_qk, v_proj;  // the Q/K input and x_V·W_Vᵀ
     switch (cfg_.arm) {
       case Arm::kBlock: {
         const DepthReadResult r = read({layer.q_attn}, layer.attn_key_norm, layer.attn_norm);
         record(l, RouteSite::kAttnQK, r.alphas[0]);
         x_qk = r.outputs[0];
-        x_v = x_qk;
+        v_proj = at::linear(x_qk, layer.wv);
         break;
       }
       case Arm::kRd:
@@ -266,11 +270,14 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
         // V route: its own query over the same keys. Tied binds the V query to q_attn;
         // Frozen-V's is 0.
         const at::Tensor& qv = cfg_.arm == Arm::kTied ? layer.q_attn : layer.q_v;
-        const DepthReadResult r = read({layer.q_attn, qv}, layer.attn_key_norm, layer.attn_norm);
+        // The V projection is folded into the read (its input x_V is recomputed in the
+        // backward, not saved); the GEMM is the same at::linear as Block's.
+        const DepthReadResult r =
+            read({layer.q_attn, qv}, layer.attn_key_norm, layer.attn_norm, false, layer.wv);
         record(l, RouteSite::kAttnQK, r.alphas[0]);
         record(l, RouteSite::kAttnV, r.alphas[1]);
         x_qk = r.outputs[0];
-        x_v = r.outputs[1];
+        v_proj = r.outputs[1];
         break;
       }
       case Arm::kAverage:
@@ -280,7 +287,7 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
         record(l, RouteSite::kAttnQK, r.alphas[0]);
         record(l, RouteSite::kAttnB, r.alphas[1]);
         x_qk = r.outputs[0];
-        x_v = x_qk;
+        v_proj = at::linear(x_qk, layer.wv);
         break;
       }
       case Arm::kStandard:
@@ -292,7 +299,7 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
       partial = at::Tensor();
     }
     // (c, d) attention sublayer and writeback.
-    const at::Tensor a = Attention(layer, x_qk, x_v, cos, sin);
+    const at::Tensor a = Attention(layer, x_qk, v_proj, cos, sin);
     partial = partial.defined() ? partial + a : a;
     sources.SetPartial(partial);
     // (e, f, g) MLP-side read, MLP, writeback.

@@ -79,7 +79,9 @@ class GptImpl : public torch::nn::Module {
   at::Tensor final_key_norm;
 
  private:
-  at::Tensor Attention(const LayerImpl& layer, const at::Tensor& x_qk, const at::Tensor& x_v,
+  // v_proj: the values before the head split, x_V·W_Vᵀ [B,T,D] (computed by the caller: the
+  // rd arms' fused read returns it).
+  at::Tensor Attention(const LayerImpl& layer, const at::Tensor& x_qk, const at::Tensor& v_proj,
                        const at::Tensor& cos, const at::Tensor& sin) const;
   at::Tensor Mlp(const LayerImpl& layer, const at::Tensor& x) const;
   ForwardOutput ForwardStandard(const at::Tensor& e, const at::Tensor& cos, const at::Tensor& sin);

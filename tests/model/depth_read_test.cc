@@ -25,7 +25,8 @@ using testing::Small;
 const auto kF64 = torch::TensorOptions().dtype(torch::kDouble);
 constexpr double kKeyEps = 1e-6, kNormEps = 1e-6;
 
-enum class NormMode { kNone, kEach, kMean };
+// kProject: a norm per route, and route 1 projected by a matrix (rd's V projection).
+enum class NormMode { kNone, kEach, kMean, kProject };
 
 struct Case {
   int64_t K, R;
@@ -35,13 +36,14 @@ struct Case {
 // The leaves of one read: sources [K] of [B,T,D], queries [R], key gain, norm gain.
 struct Leaves {
   std::vector<at::Tensor> src, q;
-  at::Tensor g, n;
+  at::Tensor g, n, w;
   std::vector<at::Tensor*> All() {
     std::vector<at::Tensor*> v;
     for (auto& s : src) v.push_back(&s);
     for (auto& x : q) v.push_back(&x);
     v.push_back(&g);
     v.push_back(&n);
+    v.push_back(&w);
     return v;
   }
 };
@@ -54,6 +56,7 @@ Leaves MakeLeaves(const Case& c, uint64_t seed, int64_t B = 2, int64_t T = 3, in
   for (int64_t r = 0; r < c.R; ++r) l.q.push_back((0.7 * torch::randn({D}, kF64)).requires_grad_());
   l.g = (1.0 + 0.3 * torch::randn({D}, kF64)).requires_grad_(true);
   l.n = (1.0 + 0.3 * torch::randn({D}, kF64)).requires_grad_(true);
+  l.w = (0.4 * torch::randn({D, D}, kF64)).requires_grad_(true);
   return l;
 }
 
@@ -65,7 +68,9 @@ ReadOut Fused(const Leaves& l, NormMode mode) {
   std::vector<DepthSource> sources;
   for (const auto& s : l.src) sources.push_back(MakeDepthSource(s, kKeyEps));
   ReadNorm norm;
-  if (mode != NormMode::kNone) norm = ReadNorm{l.n, kNormEps, mode == NormMode::kMean};
+  if (mode != NormMode::kNone)
+    norm = ReadNorm{l.n, kNormEps, mode == NormMode::kMean,
+                    mode == NormMode::kProject ? l.w : at::Tensor()};
   DepthReadResult r = FusedDepthRead(sources, l.q, l.g, norm);
   return {r.outputs, r.alphas};
 }
@@ -82,6 +87,7 @@ ReadOut Plain(const Leaves& l, NormMode mode) {
   if (mode == NormMode::kMean) out.outputs = {0.5 * (out.outputs[0] + out.outputs[1])};
   if (mode != NormMode::kNone)
     for (auto& h : out.outputs) h = RmsNorm(h, l.n, kNormEps);
+  if (mode == NormMode::kProject) out.outputs[1] = at::linear(out.outputs[1], l.w);
   return out;
 }
 
@@ -101,12 +107,16 @@ std::vector<Case> AllCases() {
     cases.push_back({K, 1, NormMode::kEach});
     cases.push_back({K, 2, NormMode::kEach});
     cases.push_back({K, 2, NormMode::kMean});
+    cases.push_back({K, 2, NormMode::kProject});
   }
   return cases;
 }
 
 std::string Name(const Case& c) {
-  const char* n = c.norm == NormMode::kNone ? "none" : c.norm == NormMode::kEach ? "each" : "mean";
+  const char* n = c.norm == NormMode::kNone   ? "none"
+                  : c.norm == NormMode::kEach ? "each"
+                  : c.norm == NormMode::kMean ? "mean"
+                                              : "project";
   return "K=" + std::to_string(c.K) + " R=" + std::to_string(c.R) + " norm=" + n;
 }
 
@@ -126,7 +136,8 @@ TEST(FusedDepthReadTest, MatchesThePlainCompositionForwardAndBackwardInFloat64) 
     Objective(plain).backward();
     const auto fa = a.All(), pb = b.All();
     for (size_t i = 0; i < fa.size(); ++i) {
-      const bool used = c.norm != NormMode::kNone || fa[i] != &a.n;
+      const bool used = (c.norm != NormMode::kNone || fa[i] != &a.n) &&
+                        (c.norm == NormMode::kProject || fa[i] != &a.w);
       if (!used) {
         EXPECT_FALSE(fa[i]->grad().defined()) << Name(c) << " leaf " << i;
         continue;
@@ -145,7 +156,8 @@ TEST(FusedDepthReadTest, MatchesThePlainCompositionForwardAndBackwardInFloat64) 
 // inverse-RMS path is included) against its custom backward, float64.
 TEST(FusedDepthReadTest, BackwardMatchesFiniteDifferencesInFloat64) {
   for (const Case& c : {Case{3, 2, NormMode::kEach}, Case{2, 2, NormMode::kMean},
-                        Case{4, 1, NormMode::kNone}, Case{1, 2, NormMode::kEach}}) {
+                        Case{4, 1, NormMode::kNone}, Case{1, 2, NormMode::kEach},
+                        Case{3, 2, NormMode::kProject}}) {
     Leaves l = MakeLeaves(c, 40 + static_cast<uint64_t>(c.K), 1, 2, 4);
     Objective(Fused(l, c.norm)).backward();
     auto eval = [&]() {
@@ -155,6 +167,7 @@ TEST(FusedDepthReadTest, BackwardMatchesFiniteDifferencesInFloat64) {
     const double h = 1e-6;
     for (at::Tensor* x : l.All()) {
       if (c.norm == NormMode::kNone && x == &l.n) continue;
+      if (c.norm != NormMode::kProject && x == &l.w) continue;
       const at::Tensor analytic = x->grad().flatten();
       at::Tensor flat = x->detach().view({-1});  // shares storage with the leaf
       for (int64_t i = 0; i < flat.numel(); ++i) {
@@ -190,7 +203,7 @@ TEST(FusedDepthReadTest, RouteBitsDoNotDependOnTheOtherRoute) {
   const at::Tensor q = torch::randn({D}), other = torch::randn({D}), g = 1 + 0.2 * torch::randn({D});
   const at::Tensor n = 1 + 0.2 * torch::randn({D});
   for (bool normed : {false, true}) {
-    const ReadNorm norm = normed ? ReadNorm{n, 1e-6, false} : ReadNorm{};
+    const ReadNorm norm = normed ? ReadNorm{n, 1e-6, false, at::Tensor()} : ReadNorm{};
     const DepthReadResult one = FusedDepthRead(sources, {q}, g, norm);
     const DepthReadResult same = FusedDepthRead(sources, {q, q}, g, norm);
     const DepthReadResult diff = FusedDepthRead(sources, {q, other}, g, norm);
@@ -201,6 +214,12 @@ TEST(FusedDepthReadTest, RouteBitsDoNotDependOnTheOtherRoute) {
     EXPECT_TRUE(torch::equal(one.alphas[0], diff.alphas[0]));
     EXPECT_FALSE(torch::equal(diff.outputs[0], diff.outputs[1]));
   }
+  // Route 1 projected inside the read is bitwise the same projection taken outside (Block's).
+  const at::Tensor w = torch::randn({D, D}) * 0.2;
+  const DepthReadResult one = FusedDepthRead(sources, {q}, g, ReadNorm{n, 1e-6, false, at::Tensor()});
+  const DepthReadResult proj = FusedDepthRead(sources, {q, q}, g, ReadNorm{n, 1e-6, false, w});
+  EXPECT_TRUE(torch::equal(one.outputs[0], proj.outputs[0]));
+  EXPECT_TRUE(torch::equal(at::linear(one.outputs[0], w), proj.outputs[1]));
 }
 
 // The whole model, fused (the default) vs the plain composition, every arm, float64: logits,
