@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 

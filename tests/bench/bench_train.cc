@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
