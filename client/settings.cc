@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -118,7 +119,7 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
   bool explicit_path = false;
   const std::string path = ConfigPath(args, env, &explicit_path);
   RDATTN_ASSIGN_OR_RETURN(ConfigFile cfg, LoadConfig(path, explicit_path));
-  const std::string cfg_source = path;
+  const std::string& cfg_source = path;
   Connection c;
 
   // Address.
@@ -199,7 +200,7 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
       return InvalidArgumentError(timeout_source + ": expected seconds in (0, 86400], got '" +
                                   *timeout + "'");
     }
-    c.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));
+    c.timeout = std::chrono::milliseconds(std::llround(seconds * 1000.0));  // seconds > 0
   }
   return c;
 }

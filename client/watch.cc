@@ -238,7 +238,7 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
     pb::WatchSweepRequest request;
     request.set_sweep_id(sweep_id);
     request.set_after_seq(seq);
-    const Status status = client.WatchSweep(request, [&](const pb::WatchSweepResponse& m) {
+    Status status = client.WatchSweep(request, [&](const pb::WatchSweepResponse& m) {
       received = true;
       sink->OnEvent(m.event());
       seq = std::max(seq, m.event().seq());

@@ -575,6 +575,7 @@ RobustSummary SummarizeRobust(const std::vector<double>& deltas) {
   RobustSummary r;
   r.median = Median(deltas);
   std::vector<double> dev;
+  dev.reserve(deltas.size());
   for (double d : deltas) dev.push_back(std::fabs(d - r.median));
   r.mad = Median(dev);
   r.mad_scaled = kMadScale * r.mad;

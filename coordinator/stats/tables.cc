@@ -239,6 +239,7 @@ std::vector<NllCell> ControlCells(const std::string& scale, const std::string& a
                                   const std::vector<uint64_t>& seeds, int64_t milestone,
                                   const RunIndex& index) {
   std::vector<NllCell> cells;
+  cells.reserve(seeds.size());
   for (uint64_t seed : seeds) cells.push_back(ValCell(index.Find(scale, arm, seed), milestone));
   return cells;
 }

@@ -79,7 +79,7 @@ struct JobOrigin {
 // RunSpec field path -> the sweep field the user wrote.
 std::string SweepField(const std::string& path, const pb::SweepSpec& spec, const JobOrigin& o) {
   const pb::ScaleSpec& scale = spec.scales(o.scale_index);
-  const std::string scale_field = FieldIndex("scales", o.scale_index);
+  std::string scale_field = FieldIndex("scales", o.scale_index);
   auto starts = [&path](const std::string& root) {
     return path == root || StartsWith(path, root + ".") || StartsWith(path, root + "[");
   };
@@ -137,6 +137,7 @@ class RunErrors {
         continue;
       }
       std::vector<std::string> names;
+      names.reserve(at.size());
       for (int i : at) names.push_back(Quote(ScaleName(spec_.scales(i))));
       errors.Add(error.path, error.reason + " (at scale" + (names.size() > 1 ? "s " : " ") +
                                  ListOf(names) + ")");
@@ -448,7 +449,7 @@ FieldErrorsOr<std::vector<pb::JobSpec>> ExpandSweep(const pb::SweepSpec& spec,
     const pb::ScaleSpec& scale = spec.scales(i);
     const std::string scale_name = ScaleName(scale);
     for (int n = 0; n < seed_count; ++n) {
-      const uint64_t seed = seeds.size() > 0 ? seeds.Get(n) : 0;
+      const uint64_t seed = !seeds.empty() ? seeds.Get(n) : 0;
       for (const ArmPlan& arm : run_arms) {
         const JobIds ids = MakeIds(sweep_id, scale_name, seed, arm.arm);
         const JobOrigin origin{i, n, &arm, &seeds_field};

@@ -188,7 +188,7 @@ FieldError RewriteProtobufError(const std::string& message) {
       std::string rest = message.substr(close + 1);
       if (rest.rfind(": ", 0) == 0) {
         reason = rest.substr(2);
-      } else if (rest.rfind(" ", 0) == 0) {
+      } else if (rest.rfind(' ', 0) == 0) {
         const size_t colon = rest.find(": ");
         if (colon != std::string::npos) {
           path = FieldPath(path, rest.substr(1, colon - 1));

@@ -48,13 +48,6 @@ dirs=(common/ model/ proto/contract/ worker/ coordinator/ client/)
 # Files with findings that their owners are still to fix; each line: path, then the finding.
 # Remove a line once its file is clean (the file is then linted like the others).
 left_out=(
-  "client/settings.cc          unnecessary-copy-initialization (126), incorrect-roundings (207)"
-  "client/watch.cc             performance-no-automatic-move (248)"
-  "coordinator/stats/paired_stats.cc  performance-inefficient-vector-operation (578)"
-  "coordinator/stats/plots.cc  performance-no-automatic-move (445)"
-  "coordinator/stats/tables.cc performance-inefficient-vector-operation (242)"
-  "proto/contract/sweep_expand.cc  inefficient-vector-operation (148), container-size-empty (457), no-automatic-move (93)"
-  "proto/contract/sweep_parse.cc   performance-faster-string-find (188)"
 )
 
 # The translation units: every entry of the database inside the tree, minus build outputs
