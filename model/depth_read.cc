@@ -58,7 +58,7 @@ at::Tensor Mix(at::TensorList x, const at::Tensor& a, int64_t K, const std::vect
   return h;
 }
 
-// inputs = [x_0 … x_{K-1}, inv_rms_0 … inv_rms_{K-1}, gain, q_0 … q_{R-1}, (norm gain)].
+// inputs = [x_0 … x_{K-1}, inv_rms_0 … inv_rms_{K-1}, gain, q_0 … q_{R-1}, (norm gain), (W)].
 // norm: 0 = none, outputs [h_0 … h_{R-1}]; 1 = each route normalised, [y_0 … y_{R-1}];
 // 2 = the mean of the two routes normalised, [y]; 3 = as 1 with R = 2, and route 1's output
 // projected, [y_0, y_1·Wᵀ] with W the last input (rd's V projection, so that y_1 is not saved).
