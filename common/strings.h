@@ -23,6 +23,13 @@ class Fnv1a64 {
  public:
   static constexpr uint64_t kOffsetBasis = 0xcbf29ce484222325ULL;
   static constexpr uint64_t kPrime = 0x100000001b3ULL;
+  // The offset basis of the model's parameter checksum and the trainer's data-order checksum:
+  // 1469598103934665603, the standard basis with its last digit lost when they were written.
+  // Kept, so that checksums stored in events and checkpoints stay comparable across versions.
+  static constexpr uint64_t kRdattnChecksumBasis = 1469598103934665603ULL;
+
+  Fnv1a64() = default;
+  explicit Fnv1a64(uint64_t offset_basis) : h_(offset_basis) {}
 
   void Mix(const void* data, size_t n) {
     const auto* p = static_cast<const unsigned char*>(data);

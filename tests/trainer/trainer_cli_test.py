@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import os
+import re
 import random
 import signal
 import struct
@@ -289,8 +290,9 @@ def case_corrupt_checkpoint(env):
     with open(newest, "wb") as f:
         f.write(data[: len(data) // 2])  # a crash in the middle of a copy, a full disk
     p, _ = env.run(job)
-    check("ckpt_step_00000027.pt" in p.stderr and "warning" in p.stderr,
-          "the trainer names the bad checkpoint on stderr: %s" % p.stderr.strip()[-300:])
+    # A warning line of the shared log format (docs/architecture.md "Logs"), with the rank.
+    check(re.search(r"^\S+Z W rdattn-train rank=0: .*ckpt_step_00000027\.pt does not read", p.stderr, re.M),
+          "the trainer names the bad checkpoint in a warning line on stderr: %s" % p.stderr.strip()[-300:])
     warn = [e for e in read_events(events) if e["kind"] == "KIND_WARNING"]
     check(warn and "ckpt_step_00000027.pt" in warn[0]["warning"], "a KIND_WARNING event names it: %s" %
           (warn[0]["warning"] if warn else None))

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/strings.h"
+
 namespace rdattn::trainer {
 namespace {
 
@@ -111,18 +113,12 @@ std::vector<const data::Shard*> Pointers(const std::vector<data::Shard>& shards)
 }
 
 uint64_t DataOrderChecksum(const Sampler& sampler, uint64_t seed, int64_t steps) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ULL;
-    }
-  };
-  mix(static_cast<uint64_t>(sampler.num_windows()));
-  mix(seed);
+  strings::Fnv1a64 h(strings::Fnv1a64::kRdattnChecksumBasis);
+  h.MixLittleEndian(static_cast<uint64_t>(sampler.num_windows()));
+  h.MixLittleEndian(seed);
   for (int64_t k = 0; k < std::min<int64_t>(steps, 64); ++k)
-    for (int64_t w : sampler.GlobalBatch(k)) mix(static_cast<uint64_t>(w));
-  return h;
+    for (int64_t w : sampler.GlobalBatch(k)) h.MixLittleEndian(static_cast<uint64_t>(w));
+  return h.value();
 }
 
 }  // namespace rdattn::trainer

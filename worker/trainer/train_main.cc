@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "common/run_config.h"
 #include "common/supervisor.h"
 #include "worker/comm/communicator.h"
@@ -157,11 +158,8 @@ rdattn::StatusOr<std::unique_ptr<rdattn::SupervisorWatch>> WatchSupervisor() {
   if (!sup) return std::unique_ptr<rdattn::SupervisorWatch>();
   if (::getppid() == sup->pid) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   auto gone = [pid = sup->pid] {
-    std::fprintf(stderr,
-                 "rdattn-train: the worker that launched this rank (pid %d) is gone; stopping now, "
-                 "without a checkpoint\n",
-                 static_cast<int>(pid));
-    std::fflush(stderr);
+    rdattn::log::Error("the worker that launched this rank (pid " + std::to_string(pid) +
+                       ") is gone; stopping now, without a checkpoint");
     ::_exit(kExitOrphaned);
   };
   if (!rdattn::SupervisorAlive(*sup)) gone();
@@ -188,11 +186,14 @@ int RunTrain(const Args& a) {
     return ExitFor(comm.status());
   }
   const int rank = (*comm)->rank();
+  // From here every line of this rank carries job=, rank= and (in the loop) step=.
+  rdattn::log::SetJob(cfg->job_id);
+  rdattn::log::SetRank(rank);
   std::unique_ptr<rdattn::trainer::EventSink> sink;
   if (rank == 0) {
     auto opened = rdattn::trainer::EventSink::Open(a.events.empty() ? "-" : a.events);
     if (!opened.ok()) {
-      std::fprintf(stderr, "rdattn-train: %s\n", opened.status().ToString().c_str());
+      rdattn::log::Error(opened.status().ToString());
       return kExitUsage;
     }
     sink = std::move(opened).value();
@@ -208,14 +209,13 @@ int RunTrain(const Args& a) {
   opts.events = sink.get();
   auto outcome = rdattn::trainer::Train(*cfg, **comm, opts);
   if (!outcome.ok()) {
-    std::fprintf(stderr, "rdattn-train[rank %d]: %s\n", rank, outcome.status().ToString().c_str());
+    rdattn::log::Error(outcome.status().ToString());
     if (sink) sink->Emit("FAILED", {{"error", outcome.status().ToString()}});
     return ExitFor(outcome.status());
   }
   if (*outcome == rdattn::trainer::TrainOutcome::kPreempted) {
     if (rank == 0)
-      std::fprintf(stderr,
-                   "rdattn-train: stopped early; a checkpoint was written, resume by re-running\n");
+      rdattn::log::Info("stopped early; a checkpoint was written, resume by re-running");
     return kExitPreempted;
   }
   return kExitOk;
@@ -224,6 +224,7 @@ int RunTrain(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rdattn::log::SetComponent("rdattn-train");
   Args a;
   const std::string err = ParseArgs(argc, argv, &a);
   if (err == "help") {

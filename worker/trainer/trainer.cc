@@ -20,6 +20,7 @@
 #include <memory>
 #include <utility>
 
+#include "common/log.h"
 #include "model/gpt.h"
 #include "worker/comm/buckets.h"          // provides: BroadcastAndVerify
 #include "worker/data/shard.h"            // provides: data::Shard
@@ -104,8 +105,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     meta.init_checksum = loaded.init_checksum;
     meta.evaluated_milestones = loaded.evaluated_milestones;
   }
-  for (const std::string& w : warnings)
-    std::fprintf(stderr, "rdattn-train: warning: %s\n", w.c_str());
+  for (const std::string& w : warnings) log::Warning(w);
 
   const model::FlopCounts flops = model::CountFlops(cfg.model);
   const double peak = opts.peak_flops_per_rank > 0
@@ -178,6 +178,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   model->train();
   int64_t steps_here = 0;
   for (int64_t step = start_step; step < s.stop_step; ++step) {
+    log::SetStep(step + 1);  // the step being trained: the next TRAIN_STEP event's step
     const auto t_step = Clock::now();
     // This step's learning rate on every group: the optimizer holds no other (AdamWGroups).
     const double lr = LearningRate(cfg.optim, s, step);
