@@ -3,11 +3,8 @@
 // stdout is "listening on HOST:PORT" (tests read the OS-chosen port from it); logs go to stderr.
 // With --metrics-listen it serves Prometheus metrics at /metrics (docs/metrics.md) and logs one
 // line "rdattn-coordinator: metrics on http://HOST:PORT/metrics" with the bound port.
-// docs/coordinator.md lists the flags. Flags are spelled --flag-name (as documented) or
-// --flag_name (abseil's spelling).
-#include <absl/flags/flag.h>
-#include <absl/flags/parse.h>
-#include <absl/flags/usage.h>
+// docs/coordinator.md lists the flags (--help too). Flags are spelled --flag-name (as documented;
+// --flag_name is still accepted). A usage error exits 1, like every other startup failure.
 #include <grpcpp/security/server_credentials.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/flag_spelling.h"
+#include "common/cli.h"
 #include "common/log.h"
 #include "coordinator/auth.h"
 #include "coordinator/clock.h"
@@ -34,41 +31,67 @@
 #include "coordinator/stats/plots.h"
 #include "coordinator/store.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
-          "host:port to serve on; port 0 picks a free port");
-ABSL_FLAG(std::string, db, "rdattn.db", "SQLite database file (created if missing; WAL mode)");
-ABSL_FLAG(int, lease_seconds, 60, "lease lifetime without a heartbeat renewal");
-ABSL_FLAG(int, heartbeat_seconds, 10, "heartbeat interval told to workers");
-ABSL_FLAG(
-    int, restart_grace_seconds, -1,
-    "after start, no lease expires for this long (workers reconnect first); -1: --lease-seconds");
-ABSL_FLAG(int, max_attempts, 3, "attempts per job for sweeps that leave max_attempts at 0");
-ABSL_FLAG(std::string, tokens_file, "",
-          "bearer tokens, lines 'TOKEN ROLE NAME' (roles researcher|worker|admin); "
-          "empty: authentication OFF");
-ABSL_FLAG(std::string, tls_cert, "",
-          "PEM server certificate chain (TLS when given with --tls-key)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
-ABSL_FLAG(
-    int, max_message_bytes, 4 << 20,
-    "largest request message accepted, in bytes; a bigger one is refused with RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, shutdown_grace_seconds, 5, "on SIGTERM/SIGINT: time in-flight calls get to finish");
-ABSL_FLAG(std::string, metrics_listen, "",
-          "host:port to serve Prometheus metrics on at /metrics; port 0 picks a free port; "
-          "empty: no metrics");
-ABSL_FLAG(int, metrics_retention, 300,
-          "seconds a terminal sweep keeps its rdattn_sweep_jobs series (>= 0)");
-ABSL_FLAG(std::string, gnuplot, "gnuplot",
-          "gnuplot executable for GetReport's plots: a path, or a name looked up in PATH once at "
-          "startup; empty: reports have no plots");
-ABSL_FLAG(std::string, report_temp_dir, "",
-          "folder under which GetReport draws its plots (a private subfolder per report, removed "
-          "afterwards); empty: $TMPDIR, else /tmp");
-
 namespace {
 
 using namespace rdattn;               // NOLINT: a binary's main file
 using namespace rdattn::coordinator;  // NOLINT
+
+constexpr int kExitUsage = 1;
+
+// The command line, with its defaults.
+struct Flags {
+  std::string listen = "127.0.0.1:50051";
+  std::string db = "rdattn.db";
+  int lease_seconds = 60;
+  int heartbeat_seconds = 10;
+  int restart_grace_seconds = -1;
+  int max_attempts = 3;
+  std::string tokens_file;
+  std::string tls_cert;
+  std::string tls_key;
+  int max_message_bytes = 4 << 20;
+  int shutdown_grace_seconds = 5;
+  std::string metrics_listen;
+  int metrics_retention = 300;
+  std::string gnuplot = "gnuplot";
+  std::string report_temp_dir;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--listen", f.listen, "host:port to serve on; port 0 picks a free port");
+  app.add_option("--db", f.db, "SQLite database file (created if missing; WAL mode)");
+  app.add_option("--lease-seconds", f.lease_seconds,
+                 "lease lifetime without a heartbeat renewal (> 0)");
+  app.add_option("--heartbeat-seconds", f.heartbeat_seconds,
+                 "heartbeat interval told to workers (> 0)");
+  app.add_option("--restart-grace-seconds", f.restart_grace_seconds,
+                 "after start, no lease expires for this long (workers reconnect first); -1: "
+                 "--lease-seconds");
+  app.add_option("--max-attempts", f.max_attempts,
+                 "attempts per job for sweeps that leave max_attempts at 0 (> 0)");
+  app.add_option("--tokens-file", f.tokens_file,
+                 "bearer tokens, lines 'TOKEN ROLE NAME' (roles researcher|worker|admin); "
+                 "empty: authentication OFF");
+  app.add_option("--tls-cert", f.tls_cert,
+                 "PEM server certificate chain (TLS when given with --tls-key)");
+  app.add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--max-message-bytes", f.max_message_bytes,
+                 "largest request message accepted, in bytes (>= 1024); a bigger one is refused "
+                 "with RESOURCE_EXHAUSTED");
+  app.add_option("--shutdown-grace-seconds", f.shutdown_grace_seconds,
+                 "on SIGTERM/SIGINT: time in-flight calls get to finish");
+  app.add_option("--metrics-listen", f.metrics_listen,
+                 "host:port to serve Prometheus metrics on at /metrics; port 0 picks a free port; "
+                 "empty: no metrics");
+  app.add_option("--metrics-retention", f.metrics_retention,
+                 "seconds a terminal sweep keeps its rdattn_sweep_jobs series (>= 0)");
+  app.add_option("--gnuplot", f.gnuplot,
+                 "gnuplot executable for GetReport's plots: a path, or a name looked up in PATH "
+                 "once at startup; empty: reports have no plots");
+  app.add_option("--report-temp-dir", f.report_temp_dir,
+                 "folder under which GetReport draws its plots (a private subfolder per report, "
+                 "removed afterwards); empty: $TMPDIR, else /tmp");
+}
 
 StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -142,35 +165,37 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::SetProgramUsageMessage(
-      "rdattn-coordinator --listen HOST:PORT --db FILE [--tokens-file FILE]");
-  FlagSpelling args(argc, argv);
-  const std::vector<char*> rest = absl::ParseCommandLine(args.argc(), args.argv());
-  if (rest.size() > 1)
-    return Fail(InvalidArgumentError(std::string("unexpected argument: ") + rest[1]));
+  CLI::App app(
+      "rdattn-coordinator --listen HOST:PORT --db FILE [--tokens-file FILE] ...\n"
+      "Serves SweepService, WorkerService and grpc.health.v1 over the SQLite store "
+      "(docs/coordinator.md).",
+      "rdattn-coordinator");
+  cli::Setup(app);
+  Flags flags;
+  AddFlags(app, flags);
+  if (const int code = cli::Parse(app, argc, argv, kExitUsage); code >= 0) return code;
+  auto usage = [&app](const std::string& message) { return cli::Usage(app, message, kExitUsage); };
 
   log::SetComponent("rdattn-coordinator");
 
-  const int lease_s = absl::GetFlag(FLAGS_lease_seconds);
-  const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_seconds);
-  if (lease_s <= 0) return Fail(InvalidArgumentError("--lease-seconds: must be > 0"));
-  if (heartbeat_s <= 0) return Fail(InvalidArgumentError("--heartbeat-seconds: must be > 0"));
+  const int lease_s = flags.lease_seconds;
+  const int heartbeat_s = flags.heartbeat_seconds;
+  if (lease_s <= 0) return usage("--lease-seconds: must be > 0");
+  if (heartbeat_s <= 0) return usage("--heartbeat-seconds: must be > 0");
   if (heartbeat_s >= lease_s) {
     RDATTN_LOG(kWarning) << "--heartbeat-seconds " << heartbeat_s << " >= --lease-seconds "
                          << lease_s << ": leases will expire between heartbeats";
   }
-  if (absl::GetFlag(FLAGS_max_attempts) <= 0)
-    return Fail(InvalidArgumentError("--max-attempts: must be > 0"));
-  const int metrics_retention_s = absl::GetFlag(FLAGS_metrics_retention);
-  if (metrics_retention_s < 0)
-    return Fail(InvalidArgumentError("--metrics-retention: must be >= 0"));
-  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  if (absl::GetFlag(FLAGS_max_message_bytes) < 1024) {
-    return Fail(InvalidArgumentError("--max-message-bytes: must be >= 1024"));
-  }
+  if (flags.max_attempts <= 0) return usage("--max-attempts: must be > 0");
+  const int metrics_retention_s = flags.metrics_retention;
+  if (metrics_retention_s < 0) return usage("--metrics-retention: must be >= 0");
+  const std::string& metrics_listen = flags.metrics_listen;
+  if (flags.max_message_bytes < 1024) return usage("--max-message-bytes: must be >= 1024");
+  if (flags.restart_grace_seconds < -1)
+    return usage("--restart-grace-seconds: must be >= 0 (or -1: the lease time)");
 
   Authenticator auth;
-  const std::string tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  const std::string tokens_file = flags.tokens_file;
   if (tokens_file.empty()) {
     RDATTN_LOG(kWarning) << "authentication is OFF (no --tokens-file): every caller is an admin. "
                             "Use --tokens-file outside a trusted loopback setup.";
@@ -181,10 +206,10 @@ int main(int argc, char** argv) {
     auth = Authenticator(std::move(*tokens));
   }
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
-      Credentials(absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key));
+      Credentials(flags.tls_cert, flags.tls_key);
   if (!creds.ok()) return Fail(creds.status());
 
-  const std::string db_path = absl::GetFlag(FLAGS_db);
+  const std::string db_path = flags.db;
   StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path);
   if (!store.ok()) return Fail(store.status());
 
@@ -196,18 +221,14 @@ int main(int argc, char** argv) {
   CoreOptions options;
   options.lease_ttl = absl::Seconds(lease_s);
   options.heartbeat_interval = absl::Seconds(heartbeat_s);
-  options.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  options.default_max_attempts = flags.max_attempts;
   options.reap_interval = std::min(absl::Seconds(1), options.lease_ttl / 4);
-  const int grace_s = absl::GetFlag(FLAGS_restart_grace_seconds);
-  if (grace_s < -1)
-    return Fail(
-        InvalidArgumentError("--restart-grace-seconds: must be >= 0 (or -1: the lease time)"));
+  const int grace_s = flags.restart_grace_seconds;
   options.restart_grace = grace_s < 0 ? options.lease_ttl : absl::Seconds(grace_s);
-  StatusOr<std::string> gnuplot = ResolveGnuplot(absl::GetFlag(FLAGS_gnuplot));
+  StatusOr<std::string> gnuplot = ResolveGnuplot(flags.gnuplot);
   if (!gnuplot.ok()) return Fail(gnuplot.status());
   options.report_gnuplot = *gnuplot;
-  StatusOr<std::string> report_temp_dir =
-      ResolveReportTempDir(absl::GetFlag(FLAGS_report_temp_dir));
+  StatusOr<std::string> report_temp_dir = ResolveReportTempDir(flags.report_temp_dir);
   if (!report_temp_dir.ok()) return Fail(report_temp_dir.status());
   options.report_temp_dir = *report_temp_dir;
   Core core(std::move(*store), &clock, options, metrics.get());
@@ -224,9 +245,9 @@ int main(int argc, char** argv) {
   }
 
   ServerOptions server_options;
-  server_options.listen = absl::GetFlag(FLAGS_listen);
+  server_options.listen = flags.listen;
   server_options.credentials = *creds;
-  server_options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  server_options.max_receive_message_bytes = flags.max_message_bytes;
   server_options.metrics = metrics.get();
   StatusOr<std::unique_ptr<CoordinatorServer>> server =
       CoordinatorServer::Start(&core, &auth, server_options);
@@ -248,7 +269,7 @@ int main(int argc, char** argv) {
   }
 
   CoordinatorServer* srv = server->get();
-  const absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  const absl::Duration grace = absl::Seconds(flags.shutdown_grace_seconds);
   std::thread waiter([&signals, srv, grace] {
     int sig = 0;
     sigwait(&signals, &sig);

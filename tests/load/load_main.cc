@@ -11,9 +11,6 @@
 // reordering, the same bytes; the replay must be well formed (strictly increasing seq, opened by
 // the sweep's PENDING change, closed by its CANCELLED change, every job PENDING then CANCELLED)
 // and end at GetSweep's last_event_seq. Exit 0 only with no RPC error and no watch problem.
-#include <absl/flags/flag.h>
-#include <absl/flags/parse.h>
-#include <absl/flags/usage.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -34,31 +31,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/flag_spelling.h"
+#include "common/cli.h"
 #include "common/strings.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/tiny_sweep.h"
-
-ABSL_FLAG(std::string, coordinator, "", "coordinator address HOST:PORT (required)");
-ABSL_FLAG(std::string, token, "",
-          "bearer token (else --token-file, else $RDATTN_TOKEN; none: no auth)");
-ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
-ABSL_FLAG(std::string, ca_cert, "",
-          "PEM CA roots: talk TLS to the coordinator (default plaintext)");
-ABSL_FLAG(int, clients, 10,
-          "concurrent clients (threads, each with two watcher threads per cycle)");
-ABSL_FLAG(int, channels, 0,
-          "gRPC channels (each its own TCP connection) the clients share; 0: one per client");
-ABSL_FLAG(double, seconds, 10, "how long clients start new cycles; cycles in flight then finish");
-ABSL_FLAG(int, gets, 4, "GetSweep (full view) calls per cycle");
-ABSL_FLAG(int, lists, 1, "ListSweeps calls per cycle");
-ABSL_FLAG(int, page_size, 20, "ListSweeps page size");
-ABSL_FLAG(double, think_ms, 0,
-          "pause between a client's consecutive calls, uniform in [0.5, 1.5] x this (not timed); "
-          "0: closed loop, every call right after the previous one");
-ABSL_FLAG(double, rpc_timeout, 10, "deadline of each unary call, seconds");
-ABSL_FLAG(double, watch_timeout, 60, "deadline of each WatchSweep stream, seconds");
-ABSL_FLAG(std::string, json, "", "also write the results to this JSON file");
 
 namespace {
 
@@ -493,60 +469,104 @@ std::string ReadFileOr(const std::string& path, bool* ok) {
   return ss.str();
 }
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "rdattn-load: %s (see --help)\n", message.c_str());
-  return 2;
+constexpr int kExitUsage = 2;
+
+// The command line, with its defaults.
+struct Flags {
+  std::string coordinator;
+  std::string token;
+  std::string token_file;
+  std::string ca_cert;
+  int clients = 10;
+  int channels = 0;
+  double seconds = 10;
+  int gets = 4;
+  int lists = 1;
+  int page_size = 20;
+  double think_ms = 0;
+  double rpc_timeout = 10;
+  double watch_timeout = 60;
+  std::string json;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--coordinator", f.coordinator, "coordinator address HOST:PORT (required)");
+  app.add_option("--token", f.token,
+                 "bearer token (else --token-file, else $RDATTN_TOKEN; none: no auth)");
+  app.add_option("--token-file", f.token_file, "file holding the bearer token");
+  app.add_option("--ca-cert", f.ca_cert,
+                 "PEM CA roots: talk TLS to the coordinator (default plaintext)");
+  app.add_option("--clients", f.clients,
+                 "concurrent clients (threads, each with two watcher threads per cycle)");
+  app.add_option("--channels", f.channels,
+                 "gRPC channels (each its own TCP connection) the clients share; 0: one per "
+                 "client");
+  app.add_option("--seconds", f.seconds,
+                 "how long clients start new cycles; cycles in flight then finish");
+  app.add_option("--gets", f.gets, "GetSweep (full view) calls per cycle");
+  app.add_option("--lists", f.lists, "ListSweeps calls per cycle");
+  app.add_option("--page-size", f.page_size, "ListSweeps page size");
+  app.add_option("--think-ms", f.think_ms,
+                 "pause between a client's consecutive calls, uniform in [0.5, 1.5] x this (not "
+                 "timed); 0: closed loop, every call right after the previous one");
+  app.add_option("--rpc-timeout", f.rpc_timeout, "deadline of each unary call, seconds");
+  app.add_option("--watch-timeout", f.watch_timeout, "deadline of each WatchSweep stream, seconds");
+  app.add_option("--json", f.json, "also write the results to this JSON file");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  CLI::App app(
       "rdattn-load --coordinator HOST:PORT [--token T] [--clients N] [--seconds T] [--json FILE]\n"
-      "Drives a running rdattn-coordinator with N clients and checks every watch stream.");
-  rdattn::FlagSpelling spelling(argc, argv);
-  const std::vector<char*> rest = absl::ParseCommandLine(spelling.argc(), spelling.argv());
-  if (rest.size() > 1) return Usage(std::string("unexpected argument '") + rest[1] + "'");
+      "Drives a running rdattn-coordinator with N clients and checks every watch stream.",
+      "rdattn-load");
+  rdattn::cli::Setup(app);
+  Flags flags;
+  AddFlags(app, flags);
+  if (const int code = rdattn::cli::Parse(app, argc, argv, kExitUsage); code >= 0) return code;
+  auto usage = [&app](const std::string& message) {
+    return rdattn::cli::Usage(app, message, kExitUsage);
+  };
 
-  const std::string address = absl::GetFlag(FLAGS_coordinator);
-  if (address.empty()) return Usage("--coordinator is required");
-  const int clients = absl::GetFlag(FLAGS_clients);
-  if (clients < 1) return Usage("--clients must be at least 1");
-  const int channels = absl::GetFlag(FLAGS_channels) == 0 ? clients : absl::GetFlag(FLAGS_channels);
-  if (channels < 1 || channels > clients) return Usage("--channels must be in [0, --clients]");
-  const double seconds = absl::GetFlag(FLAGS_seconds);
-  if (!(seconds > 0)) return Usage("--seconds must be > 0");
+  const std::string address = flags.coordinator;
+  if (address.empty()) return usage("--coordinator is required");
+  const int clients = flags.clients;
+  if (clients < 1) return usage("--clients must be at least 1");
+  const int channels = flags.channels == 0 ? clients : flags.channels;
+  if (channels < 1 || channels > clients) return usage("--channels must be in [0, --clients]");
+  const double seconds = flags.seconds;
+  if (!(seconds > 0)) return usage("--seconds must be > 0");
   Options options;
-  options.gets = absl::GetFlag(FLAGS_gets);
-  options.lists = absl::GetFlag(FLAGS_lists);
-  options.page_size = absl::GetFlag(FLAGS_page_size);
-  options.think_ms = absl::GetFlag(FLAGS_think_ms);
-  if (!(options.think_ms >= 0)) return Usage("--think-ms must be >= 0");
+  options.gets = flags.gets;
+  options.lists = flags.lists;
+  options.page_size = flags.page_size;
+  options.think_ms = flags.think_ms;
+  if (!(options.think_ms >= 0)) return usage("--think-ms must be >= 0");
   if (options.gets < 0 || options.lists < 0 || options.page_size < 1) {
-    return Usage("--gets and --lists must be >= 0, --page-size >= 1");
+    return usage("--gets and --lists must be >= 0, --page-size >= 1");
   }
-  if (!(absl::GetFlag(FLAGS_rpc_timeout) > 0) || !(absl::GetFlag(FLAGS_watch_timeout) > 0)) {
-    return Usage("--rpc-timeout and --watch-timeout must be > 0");
+  if (!(flags.rpc_timeout > 0) || !(flags.watch_timeout > 0)) {
+    return usage("--rpc-timeout and --watch-timeout must be > 0");
   }
-  options.rpc_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_rpc_timeout) * 1000));
+  options.rpc_timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.rpc_timeout * 1000));
   options.watch_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_watch_timeout) * 1000));
-  options.token = absl::GetFlag(FLAGS_token);
-  if (options.token.empty() && !absl::GetFlag(FLAGS_token_file).empty()) {
+      std::chrono::milliseconds(static_cast<int64_t>(flags.watch_timeout * 1000));
+  options.token = flags.token;
+  if (options.token.empty() && !flags.token_file.empty()) {
     bool ok = false;
-    options.token = rdattn::strings::Trim(ReadFileOr(absl::GetFlag(FLAGS_token_file), &ok));
-    if (!ok) return Usage("--token-file " + absl::GetFlag(FLAGS_token_file) + ": cannot read");
+    options.token = rdattn::strings::Trim(ReadFileOr(flags.token_file, &ok));
+    if (!ok) return usage("--token-file " + flags.token_file + ": cannot read");
   }
   if (options.token.empty()) {
     if (const char* env = std::getenv("RDATTN_TOKEN")) options.token = rdattn::strings::Trim(env);
   }
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!absl::GetFlag(FLAGS_ca_cert).empty()) {
+  if (!flags.ca_cert.empty()) {
     bool ok = false;
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadFileOr(absl::GetFlag(FLAGS_ca_cert), &ok);
-    if (!ok) return Usage("--ca-cert " + absl::GetFlag(FLAGS_ca_cert) + ": cannot read");
+    ssl.pem_root_certs = ReadFileOr(flags.ca_cert, &ok);
+    if (!ok) return usage("--ca-cert " + flags.ca_cert + ": cannot read");
     creds = grpc::SslCredentials(ssl);
   }
 
@@ -617,7 +637,7 @@ int main(int argc, char** argv) {
   const bool pass = all.errors() == 0 && all.watch_problems() == 0 && all.streams_checked > 0;
   std::printf("%s\n", pass ? "PASS" : "FAIL");
 
-  const std::string json_path = absl::GetFlag(FLAGS_json);
+  const std::string json_path = flags.json;
   if (!json_path.empty()) {
     nlohmann::json j;
     j["coordinator"] = address;

@@ -3,7 +3,8 @@
 // events, heartbeats, and reports how each attempt ended. Links gRPC, never LibTorch: the
 // trainer is a separate process. docs/worker.md has the whole story.
 //
-// Flags are spelled --flag-name (as documented) or --flag_name (abseil's spelling).
+// Flags are spelled --flag-name (as documented; --flag_name is still accepted); --help lists
+// them. A usage error exits 2 with "rdattn-worker: <what, naming the flag> (see --help)".
 #include <dirent.h>
 #include <prometheus/exposer.h>
 #include <sched.h>
@@ -20,12 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
-#include "common/flag_spelling.h"
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "worker/daemon/coordinator_client.h"
@@ -39,48 +36,6 @@
 #define RDATTN_VERSION "dev"
 #endif
 
-ABSL_FLAG(std::string, coordinator, "", "coordinator address host:port (required)");
-ABSL_FLAG(int, slots, 1,
-          "ranks this worker runs at once: GPUs on a GPU worker, rank slots on a CPU worker");
-ABSL_FLAG(std::string, kind, "cpu", "hardware kind: cpu or gpu");
-ABSL_FLAG(
-    std::string, workdir, "",
-    "working directory (required): <workdir>/<job>/attempt-<n>/ holds job.json, events.jsonl, "
-    "stderr.log; <workdir>/worker_id keeps the worker's id");
-ABSL_FLAG(std::string, checkpoint_root, "",
-          "checkpoint root (default <workdir>/checkpoints): jobs without checkpoint.dir get "
-          "<root>/<job>; share it between nodes so a requeued job resumes anywhere");
-ABSL_FLAG(std::string, train_binary, "",
-          "rdattn-train to launch (default: next to rdattn-worker, ../trainer/ in a build tree, "
-          "else PATH)");
-ABSL_FLAG(std::string, mpirun, "mpirun", "mpirun for jobs of world size > 1");
-ABSL_FLAG(std::string, token, "", "bearer token (else --token-file, else $RDATTN_TOKEN)");
-ABSL_FLAG(std::string, token_file, "", "file holding the bearer token");
-ABSL_FLAG(std::string, ca_cert, "",
-          "PEM file of CA roots: talk TLS to the coordinator (default plaintext)");
-ABSL_FLAG(std::string, hostname, "", "hostname to register (default: gethostname)");
-ABSL_FLAG(std::string, worker_id, "",
-          "worker id to register with (default: <workdir>/worker_id, else assigned)");
-ABSL_FLAG(int, threads_per_rank, 0,
-          "threads per rank when a job does not set them (0: max(1, cores / slots))");
-ABSL_FLAG(bool, once, false, "lease one job and exit when it is over (tests)");
-ABSL_FLAG(double, exit_when_idle, 0, "exit after this many seconds without a job (0: never)");
-ABSL_FLAG(double, lease_wait, 20, "seconds a LeaseJob long poll may wait");
-ABSL_FLAG(double, stop_grace, 30, "seconds between SIGTERM and SIGKILL when the worker shuts down");
-ABSL_FLAG(double, cancel_grace, 10,
-          "seconds between SIGTERM and SIGKILL for a cancel order without a grace");
-ABSL_FLAG(double, unreachable_grace, 1800,
-          "seconds a job's ranks keep running while the coordinator cannot be reached (then they "
-          "checkpoint and stop)");
-ABSL_FLAG(double, event_poll, 0.2, "seconds between reads of a job's events.jsonl");
-ABSL_FLAG(
-    std::string, metrics_listen, "",
-    "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port 0 picks a free "
-    "one; empty: off). docs/metrics.md");
-ABSL_FLAG(std::string, metrics_retention, "300",
-          "seconds a finished job's metric series are still served before they are removed (>= 0)");
-ABSL_FLAG(bool, verbose, false, "debug logging");
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -89,6 +44,80 @@ using rdattn::worker::LogInfo;
 using rdattn::worker::LogWarning;
 
 constexpr int kExitUsage = 2;
+
+// The command line, with its defaults.
+struct Flags {
+  std::string coordinator;
+  int slots = 1;
+  std::string kind = "cpu";
+  std::string workdir;
+  std::string checkpoint_root;
+  std::string train_binary;
+  std::string mpirun = "mpirun";
+  std::string token;
+  std::string token_file;
+  std::string ca_cert;
+  std::string hostname;
+  std::string worker_id;
+  int threads_per_rank = 0;
+  bool once = false;
+  double exit_when_idle = 0;
+  double lease_wait = 20;
+  double stop_grace = 30;
+  double cancel_grace = 10;
+  double unreachable_grace = 1800;
+  double event_poll = 0.2;
+  std::string metrics_listen;
+  std::string metrics_retention = "300";
+  bool verbose = false;
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--coordinator", f.coordinator, "coordinator address host:port (required)");
+  app.add_option(
+      "--slots", f.slots,
+      "ranks this worker runs at once: GPUs on a GPU worker, rank slots on a CPU worker");
+  app.add_option("--kind", f.kind, "hardware kind: cpu or gpu");
+  app.add_option("--workdir", f.workdir,
+                 "working directory (required): <workdir>/<job>/attempt-<n>/ holds job.json, "
+                 "events.jsonl, stderr.log; <workdir>/worker_id keeps the worker's id");
+  app.add_option("--checkpoint-root", f.checkpoint_root,
+                 "checkpoint root (default <workdir>/checkpoints): jobs without checkpoint.dir "
+                 "get <root>/<job>; share it between nodes so a requeued job resumes anywhere");
+  app.add_option("--train-binary", f.train_binary,
+                 "rdattn-train to launch (default: next to rdattn-worker, ../trainer/ in a build "
+                 "tree, else PATH)");
+  app.add_option("--mpirun", f.mpirun, "mpirun for jobs of world size > 1");
+  app.add_option("--token", f.token, "bearer token (else --token-file, else $RDATTN_TOKEN)");
+  app.add_option("--token-file", f.token_file, "file holding the bearer token");
+  app.add_option("--ca-cert", f.ca_cert,
+                 "PEM file of CA roots: talk TLS to the coordinator (default plaintext)");
+  app.add_option("--hostname", f.hostname, "hostname to register (default: gethostname)");
+  app.add_option("--worker-id", f.worker_id,
+                 "worker id to register with (default: <workdir>/worker_id, else assigned)");
+  app.add_option("--threads-per-rank", f.threads_per_rank,
+                 "threads per rank when a job does not set them (0: max(1, cores / slots))");
+  app.add_flag("--once", f.once,
+               "lease one job and exit when it is over (tests; default off, --once=false too)");
+  app.add_option("--exit-when-idle", f.exit_when_idle,
+                 "exit after this many seconds without a job (0: never)");
+  app.add_option("--lease-wait", f.lease_wait, "seconds a LeaseJob long poll may wait");
+  app.add_option("--stop-grace", f.stop_grace,
+                 "seconds between SIGTERM and SIGKILL when the worker shuts down");
+  app.add_option("--cancel-grace", f.cancel_grace,
+                 "seconds between SIGTERM and SIGKILL for a cancel order without a grace");
+  app.add_option("--unreachable-grace", f.unreachable_grace,
+                 "seconds a job's ranks keep running while the coordinator cannot be reached "
+                 "(then they checkpoint and stop; > 0)");
+  app.add_option("--event-poll", f.event_poll, "seconds between reads of a job's events.jsonl");
+  app.add_option("--metrics-listen", f.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port "
+                 "0 picks a free one; empty: off). docs/metrics.md");
+  app.add_option("--metrics-retention", f.metrics_retention,
+                 "seconds a finished job's metric series are still served before they are "
+                 "removed (>= 0)");
+  app.add_flag("--verbose", f.verbose, "debug logging (default off)");
+}
 
 std::chrono::milliseconds Seconds(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
@@ -159,11 +188,6 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
   return *port <= 65535;
 }
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "rdattn-worker: %s (see --help)\n", message.c_str());
-  return kExitUsage;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,61 +202,60 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view file) {
-    return file.find("worker_main") != absl::string_view::npos;
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
+  CLI::App app(
       "rdattn-worker --coordinator HOST:PORT --workdir DIR [--slots N] [--kind cpu|gpu] ...\n"
-      "Leases rdattn jobs from the coordinator and runs their rdattn-train ranks.");
-  rdattn::FlagSpelling args(argc, argv);
-  const std::vector<char*> rest = absl::ParseCommandLine(args.argc(), args.argv());
-  if (rest.size() > 1) return Usage(std::string("unexpected argument '") + rest[1] + "'");
-  if (absl::GetFlag(FLAGS_verbose)) rdattn::worker::SetLogLevel(rdattn::worker::LogLevel::kDebug);
+      "Leases rdattn jobs from the coordinator and runs their rdattn-train ranks "
+      "(docs/worker.md).",
+      "rdattn-worker");
+  rdattn::cli::Setup(app);
+  Flags flags;
+  AddFlags(app, flags);
+  if (const int code = rdattn::cli::Parse(app, argc, argv, kExitUsage); code >= 0) return code;
+  auto usage = [&app](const std::string& message) {
+    return rdattn::cli::Usage(app, message, kExitUsage);
+  };
+  if (flags.verbose) rdattn::worker::SetLogLevel(rdattn::worker::LogLevel::kDebug);
 
   rdattn::worker::WorkerOptions options;
-  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
-  if (coordinator.empty()) return Usage("--coordinator is required");
-  if (absl::GetFlag(FLAGS_workdir).empty()) return Usage("--workdir is required");
-  options.slots = absl::GetFlag(FLAGS_slots);
-  if (options.slots < 1) return Usage("--slots must be at least 1");
-  const std::string kind = absl::GetFlag(FLAGS_kind);
+  const std::string coordinator = flags.coordinator;
+  if (coordinator.empty()) return usage("--coordinator is required");
+  if (flags.workdir.empty()) return usage("--workdir is required");
+  options.slots = flags.slots;
+  if (options.slots < 1) return usage("--slots must be at least 1");
+  const std::string kind = flags.kind;
   if (kind == "cpu") {
     options.kind = rdattn::v1::HARDWARE_KIND_CPU;
   } else if (kind == "gpu") {
     options.kind = rdattn::v1::HARDWARE_KIND_GPU;
   } else {
-    return Usage("--kind must be cpu or gpu, not '" + kind + "'");
+    return usage("--kind must be cpu or gpu, not '" + kind + "'");
   }
   std::error_code ec;
-  fs::create_directories(absl::GetFlag(FLAGS_workdir), ec);
-  if (ec) return Usage("--workdir " + absl::GetFlag(FLAGS_workdir) + ": " + ec.message());
-  options.workdir = fs::absolute(absl::GetFlag(FLAGS_workdir)).lexically_normal().string();
-  options.checkpoint_root =
-      absl::GetFlag(FLAGS_checkpoint_root).empty()
-          ? rdattn::worker::JoinPath(options.workdir, "checkpoints")
-          : fs::absolute(absl::GetFlag(FLAGS_checkpoint_root)).lexically_normal().string();
-  const std::string train_flag = absl::GetFlag(FLAGS_train_binary);
+  fs::create_directories(flags.workdir, ec);
+  if (ec) return usage("--workdir " + flags.workdir + ": " + ec.message());
+  options.workdir = fs::absolute(flags.workdir).lexically_normal().string();
+  options.checkpoint_root = flags.checkpoint_root.empty()
+                                ? rdattn::worker::JoinPath(options.workdir, "checkpoints")
+                                : fs::absolute(flags.checkpoint_root).lexically_normal().string();
+  const std::string train_flag = flags.train_binary;
   auto train =
       train_flag.empty() ? DefaultTrainBinary() : rdattn::worker::FindExecutable(train_flag);
-  if (!train.ok()) return Usage("--train-binary: " + train.status().message());
+  if (!train.ok()) return usage("--train-binary: " + train.status().message());
   options.train_binary = fs::absolute(*train).lexically_normal().string();
-  options.mpirun = absl::GetFlag(FLAGS_mpirun);
+  options.mpirun = flags.mpirun;
   if (options.slots > 1 && !rdattn::worker::FindExecutable(options.mpirun).ok()) {
     LogWarning("mpirun '" + options.mpirun + "' not found: jobs of world size > 1 will fail");
   }
-  const int threads = absl::GetFlag(FLAGS_threads_per_rank);
-  if (threads < 0) return Usage("--threads-per-rank must not be negative");
+  const int threads = flags.threads_per_rank;
+  if (threads < 0) return usage("--threads-per-rank must not be negative");
   options.threads_per_rank = threads > 0 ? threads : std::max(1, UsableCores() / options.slots);
-  options.hostname = absl::GetFlag(FLAGS_hostname);
+  options.hostname = flags.hostname;
   if (options.hostname.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     options.hostname = host;
   }
-  options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  options.worker_id = flags.worker_id;
   options.device_name = DeviceName(options.kind == rdattn::v1::HARDWARE_KIND_GPU);
   options.version = RDATTN_VERSION;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
@@ -243,48 +266,46 @@ int main(int argc, char** argv) {
       start = comma + 1;
     }
   }
-  options.once = absl::GetFlag(FLAGS_once);
-  if (absl::GetFlag(FLAGS_exit_when_idle) > 0)
-    options.exit_when_idle = Seconds(absl::GetFlag(FLAGS_exit_when_idle));
-  options.lease_wait = Seconds(std::max(0.1, absl::GetFlag(FLAGS_lease_wait)));
-  options.stop_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_stop_grace)));
-  options.cancel_grace = Seconds(std::max(0.0, absl::GetFlag(FLAGS_cancel_grace)));
-  if (absl::GetFlag(FLAGS_unreachable_grace) <= 0) {
-    std::fprintf(stderr, "rdattn-worker: --unreachable-grace: must be > 0 seconds\n");
-    return 2;
+  options.once = flags.once;
+  if (flags.exit_when_idle > 0) options.exit_when_idle = Seconds(flags.exit_when_idle);
+  options.lease_wait = Seconds(std::max(0.1, flags.lease_wait));
+  options.stop_grace = Seconds(std::max(0.0, flags.stop_grace));
+  options.cancel_grace = Seconds(std::max(0.0, flags.cancel_grace));
+  if (flags.unreachable_grace <= 0) {
+    return usage("--unreachable-grace: must be > 0 seconds");
   }
-  options.unreachable_grace = Seconds(absl::GetFlag(FLAGS_unreachable_grace));
-  options.event_poll_interval = Seconds(std::max(0.01, absl::GetFlag(FLAGS_event_poll)));
+  options.unreachable_grace = Seconds(flags.unreachable_grace);
+  options.event_poll_interval = Seconds(std::max(0.01, flags.event_poll));
 
-  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  const std::string metrics_listen = flags.metrics_listen;
   std::string metrics_host;
   int metrics_port = 0;
   if (!metrics_listen.empty() && !SplitHostPort(metrics_listen, &metrics_host, &metrics_port)) {
-    return Usage("--metrics-listen must be HOST:PORT (port 0-65535), not '" + metrics_listen + "'");
+    return usage("--metrics-listen must be HOST:PORT (port 0-65535), not '" + metrics_listen + "'");
   }
   double retention_s = 0;
-  const std::string retention_flag = absl::GetFlag(FLAGS_metrics_retention);
+  const std::string retention_flag = flags.metrics_retention;
   if (!absl::SimpleAtod(retention_flag, &retention_s) || !std::isfinite(retention_s) ||
       retention_s < 0) {
-    return Usage("--metrics-retention must be a number of seconds >= 0, not '" + retention_flag +
+    return usage("--metrics-retention must be a number of seconds >= 0, not '" + retention_flag +
                  "'");
   }
 
   rdattn::worker::CoordinatorClientOptions client;
   client.address = coordinator;
-  client.token = absl::GetFlag(FLAGS_token);
-  if (client.token.empty() && !absl::GetFlag(FLAGS_token_file).empty()) {
+  client.token = flags.token;
+  if (client.token.empty() && !flags.token_file.empty()) {
     bool ok = false;
-    client.token = rdattn::strings::Trim(ReadFile(absl::GetFlag(FLAGS_token_file), &ok));
-    if (!ok) return Usage("--token-file " + absl::GetFlag(FLAGS_token_file) + ": cannot read");
+    client.token = rdattn::strings::Trim(ReadFile(flags.token_file, &ok));
+    if (!ok) return usage("--token-file " + flags.token_file + ": cannot read");
   }
   if (client.token.empty()) {
     if (const char* env = std::getenv("RDATTN_TOKEN")) client.token = rdattn::strings::Trim(env);
   }
-  if (!absl::GetFlag(FLAGS_ca_cert).empty()) {
+  if (!flags.ca_cert.empty()) {
     bool ok = false;
-    client.ca_cert_pem = ReadFile(absl::GetFlag(FLAGS_ca_cert), &ok);
-    if (!ok) return Usage("--ca-cert " + absl::GetFlag(FLAGS_ca_cert) + ": cannot read");
+    client.ca_cert_pem = ReadFile(flags.ca_cert, &ok);
+    if (!ok) return usage("--ca-cert " + flags.ca_cert + ": cannot read");
   }
 
   LogInfo("rdattn-worker " + options.version + ": coordinator " + coordinator + ", " +
