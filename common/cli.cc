@@ -5,7 +5,10 @@
 namespace rdattn::cli {
 
 void Setup(CLI::App& app) {
-  app.option_defaults()->always_capture_default();
+  // A flag given twice takes its last value, as with absl flags (tests and scripts append
+  // overrides to a base command line).
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
   app.get_formatter()->column_width(36);
 }
 

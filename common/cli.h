@@ -18,7 +18,8 @@
 
 namespace rdattn::cli {
 
-// Every option added to `app` afterwards shows its default in --help. The app's name (its second
+// Every option added to `app` afterwards shows its default in --help and, given twice, takes its
+// last value. The app's name (its second
 // constructor argument) is the program name of its usage line and of its error messages.
 void Setup(CLI::App& app);
 

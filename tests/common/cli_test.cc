@@ -19,14 +19,14 @@ std::vector<std::string> Spell(const std::vector<std::string>& args) {
   return DashSpelling(static_cast<int>(argv.size()), argv.data());
 }
 
-TEST(CliTest, UnderscoresInFlagNamesBecomeDashes) {
+TEST(CommonCliTest, UnderscoresInFlagNamesBecomeDashes) {
   EXPECT_EQ(
       Spell({"prog", "--metrics_listen=127.0.0.1:0", "--lease_seconds", "30", "--db", "a_b.db"}),
       (std::vector<std::string>{"prog", "--metrics-listen=127.0.0.1:0", "--lease-seconds", "30",
                                 "--db", "a_b.db"}));
 }
 
-TEST(CliTest, ValuesProgramNameAndArgumentsAfterDoubleDashAreKept) {
+TEST(CommonCliTest, ValuesProgramNameAndArgumentsAfterDoubleDashAreKept) {
   EXPECT_EQ(Spell({"my_prog", "--tls_cert=/a_b/c_d.pem", "-x_y", "--", "--not_a_flag"}),
             (std::vector<std::string>{"my_prog", "--tls-cert=/a_b/c_d.pem", "-x_y", "--",
                                       "--not_a_flag"}));
@@ -55,18 +55,18 @@ Parsed ParseArgs(const std::vector<std::string>& args) {
   return p;
 }
 
-TEST(CliTest, BothSpellingsParse) {
+TEST(CommonCliTest, BothSpellingsParse) {
   Parsed p = ParseArgs({"rdattn-test", "--lease-seconds", "5", "--once=true"});
   EXPECT_EQ(p.code, -1);
   EXPECT_EQ(p.seconds, 5);
   EXPECT_TRUE(p.once);
-  p = ParseArgs({"rdattn-test", "--lease_seconds=7"});
+  p = ParseArgs({"rdattn-test", "--lease_seconds=7", "--lease-seconds", "9"});
   EXPECT_EQ(p.code, -1);
-  EXPECT_EQ(p.seconds, 7);
+  EXPECT_EQ(p.seconds, 9);  // the last one wins
   EXPECT_FALSE(p.once);
 }
 
-TEST(CliTest, HelpListsFlagsWithDefaultsAndExitsZero) {
+TEST(CommonCliTest, HelpListsFlagsWithDefaultsAndExitsZero) {
   const Parsed p = ParseArgs({"rdattn-test", "--help"});
   EXPECT_EQ(p.code, 0);
   EXPECT_NE(p.out.find("--lease-seconds"), std::string::npos) << p.out;
@@ -74,7 +74,7 @@ TEST(CliTest, HelpListsFlagsWithDefaultsAndExitsZero) {
   EXPECT_NE(p.out.find("lease lifetime"), std::string::npos) << p.out;
 }
 
-TEST(CliTest, UsageErrorsNameTheFlagAndExitWithTheUsageCode) {
+TEST(CommonCliTest, UsageErrorsNameTheFlagAndExitWithTheUsageCode) {
   Parsed p = ParseArgs({"rdattn-test", "--lease-seconds", "soon"});
   EXPECT_EQ(p.code, 2);
   EXPECT_NE(p.err.find("rdattn-test: "), std::string::npos) << p.err;
