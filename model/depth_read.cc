@@ -64,8 +64,8 @@ at::Tensor Mix(at::TensorList x, const at::Tensor& a, int64_t K, const std::vect
 // projected, [y_0, y_1·Wᵀ] with W the last input (rd's V projection, so that y_1 is not saved).
 // Then α, [R,K,B,T], not differentiable.
 struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t K,
-                               int64_t norm, double norm_eps) {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t K, int64_t norm,
+                               double norm_eps) {
     const int64_t R =
         static_cast<int64_t>(inputs.size()) - 2 * K - 1 - (norm > 0 ? 1 : 0) - (norm == 3 ? 1 : 0);
     TORCH_CHECK(K >= 1 && R >= 1 && R <= kProductColumns, "depth read: K=", K, " R=", R);
@@ -190,7 +190,8 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
           {
             at::Tensor y = h * rho(r);
             y.mul_(n);
-            if (ctx->needs_input_grad(in.size() - 1)) result[in.size() - 1] = at::mm(d.t(), y).to(w.scalar_type());
+            if (ctx->needs_input_grad(in.size() - 1))
+              result[in.size() - 1] = at::mm(d.t(), y).to(w.scalar_type());
           }
           d = at::mm(d, w.to(dt));
         }
@@ -310,8 +311,7 @@ DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
   for (const auto& q : queries) inputs.push_back(q);
   int64_t mode = 0;
   if (norm.gain.defined()) {
-    TORCH_CHECK(!norm.mean_of_routes || queries.size() == 2,
-                "mean_of_routes needs a 2-route read");
+    TORCH_CHECK(!norm.mean_of_routes || queries.size() == 2, "mean_of_routes needs a 2-route read");
     inputs.push_back(norm.gain);
     mode = norm.mean_of_routes ? 2 : 1;
     if (norm.v_projection.defined()) {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/strings.h"
+
 namespace rdattn::model {
 namespace {
 
@@ -159,8 +161,9 @@ at::Tensor GptImpl::Loss(const at::Tensor& logits, const at::Tensor& targets) {
                                 targets.reshape({-1}));
 }
 
-at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk, const at::Tensor& v_proj,
-                              const at::Tensor& cos, const at::Tensor& sin) const {
+at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
+                              const at::Tensor& v_proj, const at::Tensor& cos,
+                              const at::Tensor& sin) const {
   const int64_t B = x_qk.size(0), T = x_qk.size(1), H = cfg_.heads, dh = cfg_.head_dim();
   // Three separate GEMMs in every arm (never a fused QKV): V's input differs by arm, and one
   // code path keeps RD with q_v = q_attn bitwise equal to Block. The V GEMM is the caller's
@@ -317,21 +320,14 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
 }
 
 uint64_t ParameterChecksum(const std::vector<std::pair<std::string, at::Tensor>>& named) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= 1099511628211ULL;
-    }
-  };
+  strings::Fnv1a64 h(strings::Fnv1a64::kRdattnChecksumBasis);
   for (const auto& [name, t] : named) {
-    mix(name.data(), name.size());
-    for (int64_t s : t.sizes()) mix(&s, sizeof(s));
+    h.Mix(name);
+    for (int64_t s : t.sizes()) h.Mix(&s, sizeof(s));
     const at::Tensor c = t.detach().to(at::kCPU, at::kFloat).contiguous();
-    mix(c.data_ptr<float>(), static_cast<size_t>(c.numel()) * sizeof(float));
+    h.Mix(c.data_ptr<float>(), static_cast<size_t>(c.numel()) * sizeof(float));
   }
-  return h;
+  return h.value();
 }
 
 }  // namespace rdattn::model

@@ -155,9 +155,9 @@ TEST(FusedDepthReadTest, MatchesThePlainCompositionForwardAndBackwardInFloat64) 
 // Central finite differences of the fused read (sources through MakeDepthSource, so the
 // inverse-RMS path is included) against its custom backward, float64.
 TEST(FusedDepthReadTest, BackwardMatchesFiniteDifferencesInFloat64) {
-  for (const Case& c : {Case{3, 2, NormMode::kEach}, Case{2, 2, NormMode::kMean},
-                        Case{4, 1, NormMode::kNone}, Case{1, 2, NormMode::kEach},
-                        Case{3, 2, NormMode::kProject}}) {
+  for (const Case& c :
+       {Case{3, 2, NormMode::kEach}, Case{2, 2, NormMode::kMean}, Case{4, 1, NormMode::kNone},
+        Case{1, 2, NormMode::kEach}, Case{3, 2, NormMode::kProject}}) {
     Leaves l = MakeLeaves(c, 40 + static_cast<uint64_t>(c.K), 1, 2, 4);
     Objective(Fused(l, c.norm)).backward();
     auto eval = [&]() {
@@ -187,8 +187,8 @@ TEST(FusedDepthReadTest, BackwardMatchesFiniteDifferencesInFloat64) {
 
 TEST(FusedDepthReadTest, SingleSourceIsReturnedUnchanged) {
   const at::Tensor s = torch::randn({2, 3, 6}, kF64);
-  const DepthReadResult r = FusedDepthRead({MakeDepthSource(s, kKeyEps)},
-                                           {torch::randn({6}, kF64)}, torch::ones({6}, kF64));
+  const DepthReadResult r = FusedDepthRead({MakeDepthSource(s, kKeyEps)}, {torch::randn({6}, kF64)},
+                                           torch::ones({6}, kF64));
   EXPECT_TRUE(torch::equal(r.outputs[0], s));
   EXPECT_TRUE(torch::equal(r.alphas[0], torch::ones({1, 2, 3}, kF64)));
 }
@@ -200,7 +200,8 @@ TEST(FusedDepthReadTest, RouteBitsDoNotDependOnTheOtherRoute) {
   const int64_t B = 2, T = 16, D = 32;
   std::vector<DepthSource> sources;
   for (int k = 0; k < 4; ++k) sources.push_back(MakeDepthSource(torch::randn({B, T, D}), 1e-6));
-  const at::Tensor q = torch::randn({D}), other = torch::randn({D}), g = 1 + 0.2 * torch::randn({D});
+  const at::Tensor q = torch::randn({D}), other = torch::randn({D}),
+                   g = 1 + 0.2 * torch::randn({D});
   const at::Tensor n = 1 + 0.2 * torch::randn({D});
   for (bool normed : {false, true}) {
     const ReadNorm norm = normed ? ReadNorm{n, 1e-6, false, at::Tensor()} : ReadNorm{};
@@ -216,7 +217,8 @@ TEST(FusedDepthReadTest, RouteBitsDoNotDependOnTheOtherRoute) {
   }
   // Route 1 projected inside the read is bitwise the same projection taken outside (Block's).
   const at::Tensor w = torch::randn({D, D}) * 0.2;
-  const DepthReadResult one = FusedDepthRead(sources, {q}, g, ReadNorm{n, 1e-6, false, at::Tensor()});
+  const DepthReadResult one =
+      FusedDepthRead(sources, {q}, g, ReadNorm{n, 1e-6, false, at::Tensor()});
   const DepthReadResult proj = FusedDepthRead(sources, {q, q}, g, ReadNorm{n, 1e-6, false, w});
   EXPECT_TRUE(torch::equal(one.outputs[0], proj.outputs[0]));
   EXPECT_TRUE(torch::equal(at::linear(one.outputs[0], w), proj.outputs[1]));
