@@ -10,6 +10,7 @@ namespace {
 
 std::vector<const char*> Argv(const std::vector<std::string>& args) {
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const std::string& a : args) argv.push_back(a.c_str());
   return argv;
 }

@@ -171,7 +171,7 @@ bool IsTerminalSweepState(pb::SweepState s) {
 
 class Client {
  public:
-  Client(int index, std::shared_ptr<grpc::Channel> channel, const Options& options)
+  Client(int index, const std::shared_ptr<grpc::Channel>& channel, const Options& options)
       : index_(index),
         stub_(pb::SweepService::NewStub(channel)),
         options_(options),
@@ -586,6 +586,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::unique_ptr<Client>> workers;
+  workers.reserve(clients);
   for (int i = 0; i < clients; ++i)
     workers.push_back(std::make_unique<Client>(i, pool[i % channels], options));
   std::printf(
@@ -598,6 +599,7 @@ int main(int argc, char** argv) {
   const Clock::time_point stop =
       t0 + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   std::vector<std::thread> threads;
+  threads.reserve(workers.size());
   for (auto& w : workers) threads.emplace_back([&w, stop] { w->Run(stop); });
   for (auto& t : threads) t.join();
   const double wall_s = MsSince(t0) / 1000.0;
