@@ -10,8 +10,10 @@
 
 namespace rdattn::coordinator::testing {
 
-inline ::rdattn::v1::SweepSpec TinySweep(std::vector<uint64_t> seeds = {1, 2}, int max_attempts = 2,
-                                         std::vector<int64_t> milestones_tokens = {6144, 12288},
+inline ::rdattn::v1::SweepSpec TinySweep(const std::vector<uint64_t>& seeds = {1, 2},
+                                         int max_attempts = 2,
+                                         const std::vector<int64_t>& milestones_tokens = {6144,
+                                                                                          12288},
                                          const std::string& name = "tiny-test") {
   ::rdattn::v1::SweepSpec s;
   s.set_name(name);
