@@ -93,8 +93,11 @@ struct Voidify {
 };
 }  // namespace rdattn::log
 
-// The stream is built only when the level is on.
+// The stream is built only when the level is on. Neither `level` (a name: kInfo) nor the
+// replacement list (the caller's << continues it) can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define RDATTN_LOG(level)                                   \
   (::rdattn::log::Level::level < ::rdattn::log::MinLevel()) \
       ? (void)0                                             \
       : ::rdattn::log::Voidify() & ::rdattn::log::Line(::rdattn::log::Level::level)
+// NOLINTEND(bugprone-macro-parentheses)
