@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/gpt.h"
+#include "worker/trainer/runtime.h"
 
 namespace rdattn::bench {
 
@@ -29,18 +30,8 @@ std::string ResolveDevice(const std::string& name, const std::string& precision,
 // Waits for the device's queued work (no-op on CPU).
 void Sync(const DeviceSpec& dev);
 
-// bf16 autocast for CUDA while alive (LibTorch 1.13 and 2.x spell it differently); the same
-// switch as the trainer's (worker/trainer/trainer.cc keeps its own in an anonymous namespace).
-class AutocastGuard {
- public:
-  explicit AutocastGuard(bool on);
-  ~AutocastGuard();
-  AutocastGuard(const AutocastGuard&) = delete;
-  AutocastGuard& operator=(const AutocastGuard&) = delete;
-
- private:
-  bool on_;
-};
+// bf16 autocast for CUDA while alive: the trainer's own switch (worker/trainer/runtime.h).
+using trainer::AutocastGuard;
 
 // AdamW with the trainer's groups and defaults (RunConfig's OptimConfig): weight decay 0.1 on
 // matrices, none on gains and pseudo-queries, betas (0.9, 0.95), eps 1e-8.

@@ -33,6 +33,7 @@
 #endif
 
 #include "tests/bench/bench_common.h"
+#include "worker/trainer/train_step.h"
 
 namespace rdattn::bench {
 namespace {
@@ -122,38 +123,13 @@ void Sync(const DeviceSpec& dev) {
   if (dev.cuda()) torch::cuda::synchronize();
 }
 
-AutocastGuard::AutocastGuard(bool on) : on_(on) {
-  if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
-#else
-  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  at::autocast::set_enabled(true);
-#endif
-}
-
-AutocastGuard::~AutocastGuard() {
-  if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_enabled(at::kCUDA, false);
-#else
-  at::autocast::set_enabled(false);
-#endif
-  at::autocast::clear_cache();
-}
-
 std::unique_ptr<torch::optim::AdamW> MakeAdamW(model::Gpt& m, double lr) {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(
-      m->DecayParameters(),
-      std::make_unique<torch::optim::AdamWOptions>(
-          torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1)));
-  groups.emplace_back(
-      m->NoDecayParameters(),
-      std::make_unique<torch::optim::AdamWOptions>(
-          torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
-  return std::make_unique<torch::optim::AdamW>(std::move(groups));
+  // The trainer's groups with the default OptimConfig; the trainer sets the LR each step, the
+  // bench once.
+  auto opt = std::make_unique<torch::optim::AdamW>(trainer::AdamWGroups(m, OptimConfig{}));
+  for (auto& group : opt->param_groups())
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  return opt;
 }
 
 at::Tensor ForwardBackward(model::Gpt& m, const at::Tensor& batch, const DeviceSpec& dev) {
