@@ -1,6 +1,7 @@
 #include "common/cli.h"
 
-#include <cstdio>
+#include <cerrno>
+#include <cstdlib>
 
 namespace rdattn::cli {
 
@@ -12,8 +13,9 @@ void Setup(CLI::App& app) {
   app.get_formatter()->column_width(36);
 }
 
-std::vector<std::string> DashSpelling(int argc, const char* const* argv) {
-  std::vector<std::string> args(argv, argv + argc);
+namespace {
+
+std::vector<std::string> DashSpelled(std::vector<std::string> args) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string& arg = args[i];
     if (arg == "--") break;
@@ -25,26 +27,74 @@ std::vector<std::string> DashSpelling(int argc, const char* const* argv) {
   return args;
 }
 
-int Parse(CLI::App& app, int argc, const char* const* argv, int usage_exit) {
-  const std::vector<std::string> args = DashSpelling(argc, argv);
+// Whether `name` is one of the subcommands of `app`; *has_subcommands: whether it has any.
+bool IsSubcommand(CLI::App& app, const std::string& name, bool* has_subcommands) {
+  const std::vector<CLI::App*> subs = app.get_subcommands([](CLI::App*) { return true; });
+  *has_subcommands = !subs.empty();
+  for (const CLI::App* sub : subs) {
+    if (sub->check_name(name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> DashSpelling(int argc, const char* const* argv) {
+  return DashSpelled(std::vector<std::string>(argv, argv + argc));
+}
+
+void DefaultSubcommand(const std::string& name, std::vector<std::string>* args) {
+  if (args->size() > 1) {
+    const std::string& first = (*args)[1];
+    if (first.empty() || first[0] != '-' || first == "-h" || first == "--help") return;
+  }
+  args->insert(args->begin() + (args->empty() ? 0 : 1), name);
+}
+
+int Parse(CLI::App& app, const std::vector<std::string>& argv, int usage_exit, std::ostream& out,
+          std::ostream& err) {
+  const std::vector<std::string> args = DashSpelled(argv);
+  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-') {
+    bool has_subcommands = false;
+    if (!IsSubcommand(app, args[1], &has_subcommands) && has_subcommands) {
+      return Usage(app, "unknown command '" + args[1] + "'", usage_exit, err);
+    }
+  }
   std::vector<const char*> ptrs;
   ptrs.reserve(args.size());
   for (const std::string& a : args) ptrs.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(ptrs.size()), ptrs.data());
   } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    std::fflush(stdout);
+    out << app.help() << std::flush;
     return 0;
   } catch (const CLI::ParseError& e) {
-    return Usage(app, e.what(), usage_exit);
+    return Usage(app, e.what(), usage_exit, err);
   }
   return -1;
 }
 
-int Usage(const CLI::App& app, const std::string& message, int code) {
-  std::fprintf(stderr, "%s: %s (see --help)\n", app.get_name().c_str(), message.c_str());
+int Parse(CLI::App& app, int argc, const char* const* argv, int usage_exit) {
+  return Parse(app, std::vector<std::string>(argv, argv + argc), usage_exit);
+}
+
+int Usage(const CLI::App& app, const std::string& message, int code, std::ostream& err) {
+  err << app.get_name() << ": " << message << " (see --help)\n" << std::flush;
   return code;
+}
+
+CLI::Validator NonNegativeInteger() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno != 0 || v < 0) {
+          return "'" + text + "' is not a non-negative integer";
+        }
+        return std::string();
+      },
+      "NONNEGATIVE");
 }
 
 }  // namespace rdattn::cli

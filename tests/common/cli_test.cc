@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,98 @@ TEST(CommonCliTest, UsageErrorsNameTheFlagAndExitWithTheUsageCode) {
   p = ParseArgs({"rdattn-test", "stray"});
   EXPECT_EQ(p.code, 2);
   EXPECT_NE(p.err.find("stray"), std::string::npos) << p.err;
+}
+
+TEST(CommonCliTest, DefaultSubcommandIsInsertedBeforeFlagsOnly) {
+  auto with_default = [](std::vector<std::string> args) {
+    DefaultSubcommand("train", &args);
+    return args;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(with_default({"p"}), (V{"p", "train"}));
+  EXPECT_EQ(with_default({"p", "--job", "j"}), (V{"p", "train", "--job", "j"}));
+  EXPECT_EQ(with_default({"p", "eval", "--shard", "s"}), (V{"p", "eval", "--shard", "s"}));
+  EXPECT_EQ(with_default({"p", "--help"}), (V{"p", "--help"}));  // the binary's own help
+  EXPECT_EQ(with_default({"p", "-h"}), (V{"p", "-h"}));
+  EXPECT_EQ(with_default({"p", "--job", "j", "--help"}), (V{"p", "train", "--job", "j", "--help"}));
+}
+
+// An app with two subcommands, as rdattn-train and the client build theirs.
+struct SubParsed {
+  int code = 0;
+  std::string command;
+  std::string job;
+  int64_t windows = 8;
+  std::vector<std::string> shards;
+  std::string out;
+  std::string err;
+};
+
+SubParsed ParseSub(const std::vector<std::string>& args) {
+  SubParsed p;
+  CLI::App app("test app", "rdattn-test");
+  Setup(app);
+  app.require_subcommand(1);
+  CLI::App* train = app.add_subcommand("train", "train a model");
+  train->add_option("--job", p.job, "the job file")->required();
+  CLI::App* eval = app.add_subcommand("eval", "evaluate");
+  eval->add_option("--windows", p.windows, "windows to read")->check(NonNegativeInteger());
+  eval->add_option("--shard", p.shards, "shards")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::ostringstream out, err;
+  p.code = Parse(app, args, 2, out, err);
+  if (p.code < 0) p.command = app.get_subcommands().front()->get_name();
+  p.out = out.str();
+  p.err = err.str();
+  return p;
+}
+
+TEST(CommonCliTest, SubcommandsParseTheirOwnFlags) {
+  SubParsed p = ParseSub({"rdattn-test", "eval", "--windows=3", "--shard", "a", "b", "--shard=c"});
+  EXPECT_EQ(p.code, -1) << p.err;
+  EXPECT_EQ(p.command, "eval");
+  EXPECT_EQ(p.windows, 3);
+  EXPECT_EQ(p.shards, (std::vector<std::string>{"a", "b", "c"}));  // repeated and listed
+  p = ParseSub({"rdattn-test", "train", "--job", "j.json"});
+  EXPECT_EQ(p.code, -1) << p.err;
+  EXPECT_EQ(p.job, "j.json");
+  // A flag of another subcommand is not this one's.
+  p = ParseSub({"rdattn-test", "train", "--job", "j.json", "--windows", "3"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.err,
+            "rdattn-test: The following arguments were not expected: 3 --windows (see --help)\n");
+}
+
+TEST(CommonCliTest, SubcommandUsageErrorsAreOneLine) {
+  EXPECT_EQ(ParseSub({"rdattn-test", "frob"}).err,
+            "rdattn-test: unknown command 'frob' (see --help)\n");
+  EXPECT_EQ(ParseSub({"rdattn-test", "train"}).err,
+            "rdattn-test: --job is required (see --help)\n");
+  EXPECT_EQ(ParseSub({"rdattn-test", "eval", "--windows", "-1"}).err,
+            "rdattn-test: --windows: '-1' is not a non-negative integer (see --help)\n");
+  EXPECT_EQ(ParseSub({"rdattn-test", "eval", "--windows", "2x"}).err,
+            "rdattn-test: --windows: '2x' is not a non-negative integer (see --help)\n");
+  EXPECT_EQ(ParseSub({"rdattn-test"}).code, 2);
+}
+
+TEST(CommonCliTest, HelpOfTheAppAndOfEachSubcommand) {
+  SubParsed p = ParseSub({"rdattn-test", "--help"});
+  EXPECT_EQ(p.code, 0);
+  EXPECT_NE(p.out.find("  train "), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("  eval "), std::string::npos) << p.out;
+  p = ParseSub({"rdattn-test", "eval", "--help"});
+  EXPECT_EQ(p.code, 0);
+  EXPECT_NE(p.out.find("Usage: rdattn-test eval"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("--windows INT:NONNEGATIVE=8"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("windows to read"), std::string::npos) << p.out;
+  EXPECT_EQ(p.out.find("--job"), std::string::npos) << p.out;
+}
+
+TEST(CommonCliTest, UsageWritesOneLine) {
+  CLI::App app("test app", "rdattn-test");
+  std::ostringstream err;
+  EXPECT_EQ(Usage(app, "--x: bad", 7, err), 7);
+  EXPECT_EQ(err.str(), "rdattn-test: --x: bad (see --help)\n");
 }
 
 }  // namespace
