@@ -15,9 +15,11 @@
 # Knobs (environment): PYTHON (default: /opt/torch/.venv/bin/python3 if present, else python3),
 # BUILD_DIR (default build-gpu), JOBS (default: nproc), CHECK_PRESETS (default "cpu-small S"),
 # BENCH_BATCH (default 8 sequences of 1024 tokens), BENCH_ROUNDS (3), BENCH_STEPS (5),
-# BENCH_WARMUP (3), PEAK_FLOPS (default 989e12), OUT (where the JSON goes; default BUILD_DIR).
-# Exit status: 0 passed; 1 a check failed; 2 no usable PyTorch/CUDA/GPU or build tool (the
-# message says which); other: the build failed.
+# BENCH_WARMUP (3), PEAK_FLOPS (default 989e12), OUT (where the JSON goes; default BUILD_DIR),
+# CLI11_INCLUDE_DIR (a folder holding CLI/CLI.hpp, where libcli11-dev is not installed) or
+# CLI11_DIR (a folder holding CLI11Config.cmake).
+# Exit status: 0 passed; 1 a check failed; 2 no CLI11 headers, or no usable PyTorch/CUDA/GPU or
+# build tool (the message says which); other: the build failed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,6 +41,18 @@ die() {
   exit 2
 }
 step() { echo "==> [gpu_check] $*"; }
+
+# --- 0. CLI11 headers (rdattn-train's command line; header-only, no pip package) -----------------
+cli11=()
+if [ -n "${CLI11_INCLUDE_DIR:-}" ]; then
+  [ -f "$CLI11_INCLUDE_DIR/CLI/CLI.hpp" ] ||
+    die "CLI11_INCLUDE_DIR=$CLI11_INCLUDE_DIR has no CLI/CLI.hpp (point it at the folder that holds CLI11's CLI/ header folder)"
+  cli11=(-DCLI11_INCLUDE_DIR="$CLI11_INCLUDE_DIR")
+elif [ -n "${CLI11_DIR:-}" ]; then
+  cli11=(-DCLI11_DIR="$CLI11_DIR")
+elif [ ! -f /usr/include/CLI/CLI.hpp ] && [ ! -f /usr/local/include/CLI/CLI.hpp ]; then
+  die "CLI11 headers not found (rdattn-train parses its command line with CLI11, header-only): apt install libcli11-dev, or set CLI11_INCLUDE_DIR to a folder holding CLI/CLI.hpp (a copy of CLI11's include/ folder; there is no pip package)"
+fi
 
 # --- 1. PyTorch with CUDA and a GPU -------------------------------------------------------------
 command -v "$PYTHON" >/dev/null 2>&1 || die "no Python interpreter '$PYTHON' (set PYTHON to the one that has PyTorch)"
@@ -83,9 +97,10 @@ if command -v ccache >/dev/null 2>&1; then
 fi
 if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DRDATTN_TRAINER_ONLY=ON -DRDATTN_BUILD_TESTS=OFF -DRDATTN_BUILD_BENCHMARKS=ON \
-  -DCMAKE_PREFIX_PATH="$torch_prefix" "${launcher[@]}"; then
-  echo "gpu_check: configuring failed. The trainer-only build still needs nlohmann-json and PCRE2" >&2
-  echo "  (libpcre2-dev) besides LibTorch; see docs/build.md, 'GPU build'." >&2
+  -DCMAKE_PREFIX_PATH="$torch_prefix" "${launcher[@]}" "${cli11[@]}"; then
+  echo "gpu_check: configuring failed. The trainer-only build still needs nlohmann-json, PCRE2" >&2
+  echo "  (libpcre2-dev) and CLI11 (libcli11-dev, or CLI11_INCLUDE_DIR) besides LibTorch; see" >&2
+  echo "  docs/build.md, 'GPU build'." >&2
   exit 3
 fi
 step "build rdattn-train rdattn_model_bench (-j$JOBS)"
