@@ -458,6 +458,51 @@ def case_fence(env):
 
 
 
+def case_usage(env):
+    """The command line (CLI11, common/cli.h): --help on the binary and on every command exits 0
+    and lists the flags with their help and defaults; a usage error is one line on stderr naming
+    the flag, "rdattn-train: MESSAGE (see --help)", with exit 2; `train` is the default command and
+    --flag_name is still accepted."""
+    def run(*argv):
+        return subprocess.run([env.train] + list(argv), capture_output=True, text=True, timeout=120)
+
+    for argv in (["--help"], ["-h"]):
+        p = run(*argv)
+        check(p.returncode == 0 and all(("  %s " % c) in p.stdout for c in ("train", "validate", "export", "eval")),
+              "%s lists the commands (exit %d): %s" % (argv, p.returncode, p.stdout))
+    flags = {"train": ["--job", "--events TEXT=-", "--peak-flops", "--attempt", "--stop-after-steps"],
+             "validate": ["--job"], "export": ["--checkpoint", "--out"],
+             "eval": ["--checkpoint", "--weights", "--shard", "--windows", "--micro-batch INT:NONNEGATIVE=8"]}
+    for command, names in flags.items():
+        p = run(command, "--help")
+        check(p.returncode == 0 and all(n in p.stdout for n in names),
+              "%s --help lists %s (exit %d): %s" % (command, names, p.returncode, p.stdout))
+    job = env.job("usage")
+    bad = [
+        (["train", "--job", job, "--bogus", "1"], "The following arguments were not expected: 1 --bogus"),
+        (["--job", job, "--stop-after-steps", "-1"], "--stop-after-steps: '-1' is not a non-negative integer"),
+        (["eval", "--shard", "x.bin", "--windows", "many"], "--windows: 'many' is not a non-negative integer"),
+        (["eval", "--shard", "x.bin"], "eval needs exactly one of --checkpoint and --weights"),
+        (["export", "--checkpoint", "c.pt"], "--out is required"),
+        (["validate", "--job", job, "--events", "e"], "The following arguments were not expected: e --events"),
+        ([], "--job is required"),
+        (["frobnicate"], "unknown command 'frobnicate'"),
+    ]
+    for argv, message in bad:
+        p = run(*argv)
+        want = "rdattn-train: %s (see --help)\n" % message
+        check(p.returncode == 2 and p.stderr == want and p.stdout == "",
+              "%s: exit 2 and one line %r (got %d: %r)" % (argv, want, p.returncode, p.stderr))
+    p = run("validate", "--job", job)
+    check(p.returncode == 0 and json.loads(p.stdout)["run_id"] == "usage", "validate prints the resolved job")
+    events = os.path.join(env.tmp, "usage", "events.jsonl")
+    p = run("--job", job, "--events", events, "--stop_after_steps", "3", "--attempt=2")
+    steps = [e for e in read_events(events) if e["kind"] == "KIND_TRAIN_STEP"]
+    check(p.returncode == 75 and len(steps) == 3 and all(e["attempt"] == 2 for e in steps),
+          "no command is `train`; --stop_after_steps and --attempt=VALUE parse (exit %d, %d steps): %s"
+          % (p.returncode, len(steps), p.stderr[-500:]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train", required=True)

@@ -7,7 +7,9 @@
 //   rdattn-train eval (--checkpoint CKPT.pt | --weights MODEL.safetensors) --shard PATH...
 //                     [--windows N] [--micro-batch N]
 //
-// JOB.json is an rdattn.v1.RunSpec in protobuf's JSON mapping (docs/run-config.md).
+// JOB.json is an rdattn.v1.RunSpec in protobuf's JSON mapping (docs/run-config.md). The command
+// line is CLI11's (common/cli.h): --help on every command, --flag_name also accepted, and a usage
+// error is one line "rdattn-train: MESSAGE (see --help)" with exit 2.
 // Exit codes: 0 finished; 75 preempted (SIGTERM) after writing a checkpoint; 2 bad usage or
 // bad config; 70 the launching worker is gone (RDATTN_SUPERVISOR_*: stopped at once, nothing
 // written); 1 any other failure. docs/trainer.md has the whole story.
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/run_config.h"
 #include "common/supervisor.h"
@@ -40,15 +43,6 @@ constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitOrphaned = 70,
 std::atomic<bool> g_stop{false};
 extern "C" void OnTerminate(int) { g_stop.store(true); }
 
-const char* kUsage =
-    "usage:\n"
-    "  rdattn-train [train] --job JOB.json [--events PATH|-] [--peak-flops F] [--attempt N]\n"
-    "                       [--stop-after-steps N]\n"
-    "  rdattn-train validate --job JOB.json\n"
-    "  rdattn-train export --checkpoint CKPT.pt --out MODEL.safetensors\n"
-    "  rdattn-train eval (--checkpoint CKPT.pt | --weights MODEL.safetensors) --shard PATH...\n"
-    "                    [--windows N] [--micro-batch N]\n";
-
 struct Args {
   std::string command = "train";
   std::string job, events, checkpoint, weights, out;
@@ -58,80 +52,51 @@ struct Args {
   int attempt = 0;
 };
 
-int Usage(const std::string& msg) {
-  std::fprintf(stderr, "rdattn-train: %s\n%s", msg.c_str(), kUsage);
-  return kExitUsage;
+// The four subcommands, each with its flags (`rdattn-train COMMAND --help` lists them).
+void AddCommands(CLI::App& app, Args& a) {
+  app.require_subcommand(1);
+  CLI::App* train = app.add_subcommand(
+      "train", "train one rank of JOB.json (the default command when none is named)");
+  train->add_option("--job", a.job, "the RunSpec, JSON (docs/run-config.md)")->required();
+  train->add_option("--events", a.events, "rank 0's event stream: a file, or - (stdout)")
+      ->default_str("-");
+  train->add_option("--peak-flops", a.peak_flops,
+                    "peak FLOP/s of one rank, for the MFU of TRAIN_STEP events; 0: no MFU");
+  train->add_option("--attempt", a.attempt, "the attempt number the events carry")
+      ->check(rdattn::cli::NonNegativeInteger());
+  train
+      ->add_option("--stop-after-steps", a.stop_after_steps,
+                   "stop (checkpoint, exit 75) after this many steps of this run; 0: never")
+      ->check(rdattn::cli::NonNegativeInteger());
+
+  CLI::App* validate =
+      app.add_subcommand("validate", "print the resolved configuration of JOB.json as JSON");
+  validate->add_option("--job", a.job, "the RunSpec, JSON (docs/run-config.md)")->required();
+
+  CLI::App* export_ = app.add_subcommand("export", "write a checkpoint's weights as safetensors");
+  export_->add_option("--checkpoint", a.checkpoint, "a trainer checkpoint (ckpt_step_N.pt)")
+      ->required();
+  export_->add_option("--out", a.out, "the safetensors file to write")->required();
+
+  CLI::App* eval = app.add_subcommand(
+      "eval", "held-out NLL of a checkpoint or safetensors file on shards, printed as JSON");
+  eval->add_option("--checkpoint", a.checkpoint,
+                   "a trainer checkpoint (one of --checkpoint and --weights)");
+  eval->add_option("--weights", a.weights,
+                   "a safetensors file written by export (one of --checkpoint and --weights)");
+  eval->add_option("--shard", a.shards, "an llm.c shard; repeat the flag or list several paths")
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  eval->add_option("--windows", a.windows, "windows to evaluate; 0: every window of the shards")
+      ->check(rdattn::cli::NonNegativeInteger());
+  eval->add_option("--micro-batch", a.micro_batch, "windows per forward pass")
+      ->check(rdattn::cli::NonNegativeInteger());
 }
 
-bool ParseNumber(const std::string& flag, const std::string& text, double* out, std::string* err) {
-  char* end = nullptr;
-  *out = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0') {
-    *err = flag + ": '" + text + "' is not a number";
-    return false;
-  }
-  return true;
-}
-
-bool ParseInt(const std::string& flag, const std::string& text, int64_t* out, std::string* err) {
-  char* end = nullptr;
-  *out = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || *out < 0) {
-    *err = flag + ": '" + text + "' is not a non-negative integer";
-    return false;
-  }
-  return true;
-}
-
-// Returns an error message, or "" on success.
-std::string ParseArgs(int argc, char** argv, Args* a) {
-  int i = 1;
-  if (i < argc && argv[i][0] != '-') a->command = argv[i++];
-  if (a->command != "train" && a->command != "validate" && a->command != "export" &&
-      a->command != "eval")
-    return "unknown command '" + a->command + "'";
-  std::string err;
-  for (; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "-h" || f == "--help") return "help";
-    if (i + 1 >= argc) return f + ": missing value";
-    const std::string v = argv[++i];
-    int64_t n = 0;
-    if (f == "--job")
-      a->job = v;
-    else if (f == "--events")
-      a->events = v;
-    else if (f == "--checkpoint")
-      a->checkpoint = v;
-    else if (f == "--weights")
-      a->weights = v;
-    else if (f == "--out")
-      a->out = v;
-    else if (f == "--shard")
-      a->shards.push_back(v);
-    else if (f == "--peak-flops") {
-      if (!ParseNumber(f, v, &a->peak_flops, &err)) return err;
-    } else if (f == "--stop-after-steps") {
-      if (!ParseInt(f, v, &a->stop_after_steps, &err)) return err;
-    } else if (f == "--windows") {
-      if (!ParseInt(f, v, &a->windows, &err)) return err;
-    } else if (f == "--micro-batch") {
-      if (!ParseInt(f, v, &a->micro_batch, &err)) return err;
-    } else if (f == "--attempt") {
-      if (!ParseInt(f, v, &n, &err)) return err;
-      a->attempt = static_cast<int>(n);
-    } else
-      return "unknown flag " + f;
-  }
-  if ((a->command == "train" || a->command == "validate") && a->job.empty())
-    return "--job is required";
-  if (a->command == "export" && (a->checkpoint.empty() || a->out.empty()))
-    return "export needs --checkpoint and --out";
-  if (a->command == "eval") {
-    if (a->checkpoint.empty() == a->weights.empty())
-      return "eval needs exactly one of --checkpoint and --weights";
-    if (a->shards.empty()) return "eval needs at least one --shard";
-  }
+// What the flags of one command cannot say alone; "" when the command line is good.
+std::string CheckArgs(const Args& a) {
+  if (a.command == "eval" && a.checkpoint.empty() == a.weights.empty())
+    return "eval needs exactly one of --checkpoint and --weights";
   return "";
 }
 
@@ -221,46 +186,64 @@ int RunTrain(const Args& a) {
   return kExitOk;
 }
 
+int RunValidate(const Args& a) {
+  auto cfg = LoadJob(a.job);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "rdattn-train: %s\n", cfg.status().ToString().c_str());
+    return ExitFor(cfg.status());
+  }
+  std::printf("%s\n", rdattn::ResolvedConfigJson(*cfg).dump(2).c_str());
+  return kExitOk;
+}
+
+int RunExport(const Args& a) {
+  const rdattn::Status st = rdattn::trainer::ExportCheckpoint(a.checkpoint, a.out);
+  if (!st.ok()) {
+    std::fprintf(stderr, "rdattn-train: %s\n", st.ToString().c_str());
+    return ExitFor(st);
+  }
+  std::printf("wrote %s\n", a.out.c_str());
+  return kExitOk;
+}
+
+int RunEval(const Args& a) {
+  auto r = rdattn::trainer::EvaluateFile(a.checkpoint.empty() ? a.weights : a.checkpoint, a.shards,
+                                         a.windows, a.micro_batch);
+  if (!r.ok()) {
+    std::fprintf(stderr, "rdattn-train: %s\n", r.status().ToString().c_str());
+    return ExitFor(r.status());
+  }
+  std::printf("{\"nll\": %.17g, \"tokens\": %lld, \"windows\": %lld, \"arm\": \"%s\"}\n", r->nll,
+              static_cast<long long>(r->tokens), static_cast<long long>(r->windows),
+              r->arm.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   rdattn::log::SetComponent("rdattn-train");
+  CLI::App app(
+      "One rank of a training run, standalone (mpirun, srun) or launched by rdattn-worker\n"
+      "(docs/trainer.md). Exit codes: 0 finished; 75 preempted (SIGTERM) after writing a\n"
+      "checkpoint; 2 bad usage or bad config; 70 the launching worker is gone; 1 any other\n"
+      "failure.",
+      "rdattn-train");
+  rdattn::cli::Setup(app);
   Args a;
-  const std::string err = ParseArgs(argc, argv, &a);
-  if (err == "help") {
-    std::printf("%s", kUsage);
-    return kExitOk;
+  AddCommands(app, a);
+  app.footer(
+      "Without a command, rdattn-train runs `train`; `rdattn-train COMMAND --help` lists "
+      "its flags.");
+  std::vector<std::string> args = rdattn::cli::DashSpelling(argc, argv);
+  rdattn::cli::DefaultSubcommand("train", &args);
+  if (const int code = rdattn::cli::Parse(app, args, kExitUsage); code >= 0) return code;
+  a.command = app.get_subcommands().front()->get_name();
+  if (const std::string err = CheckArgs(a); !err.empty()) {
+    return rdattn::cli::Usage(app, err, kExitUsage);
   }
-  if (!err.empty()) return Usage(err);
-  if (a.command == "validate") {
-    auto cfg = LoadJob(a.job);
-    if (!cfg.ok()) {
-      std::fprintf(stderr, "rdattn-train: %s\n", cfg.status().ToString().c_str());
-      return ExitFor(cfg.status());
-    }
-    std::printf("%s\n", rdattn::ResolvedConfigJson(*cfg).dump(2).c_str());
-    return kExitOk;
-  }
-  if (a.command == "export") {
-    const rdattn::Status st = rdattn::trainer::ExportCheckpoint(a.checkpoint, a.out);
-    if (!st.ok()) {
-      std::fprintf(stderr, "rdattn-train: %s\n", st.ToString().c_str());
-      return ExitFor(st);
-    }
-    std::printf("wrote %s\n", a.out.c_str());
-    return kExitOk;
-  }
-  if (a.command == "eval") {
-    auto r = rdattn::trainer::EvaluateFile(a.checkpoint.empty() ? a.weights : a.checkpoint,
-                                           a.shards, a.windows, a.micro_batch);
-    if (!r.ok()) {
-      std::fprintf(stderr, "rdattn-train: %s\n", r.status().ToString().c_str());
-      return ExitFor(r.status());
-    }
-    std::printf("{\"nll\": %.17g, \"tokens\": %lld, \"windows\": %lld, \"arm\": \"%s\"}\n", r->nll,
-                static_cast<long long>(r->tokens), static_cast<long long>(r->windows),
-                r->arm.c_str());
-    return kExitOk;
-  }
+  if (a.command == "validate") return RunValidate(a);
+  if (a.command == "export") return RunExport(a);
+  if (a.command == "eval") return RunEval(a);
   return RunTrain(a);
 }
