@@ -236,13 +236,14 @@ TEST(PrepareCliTest, UsageAndInputErrorsNameTheFlagOrFile) {
   const std::vector<Case> cases = {
       {"--text " + Quote(dir / "missing.txt"), 1, "missing.txt: cannot open"},
       {"--text " + Quote(dir / "trunc.txt.gz"), 1, "trunc.txt.gz: "},
-      {"--text " + Quote(dir / "a.txt") + " --bogus", 2, "unknown flag --bogus"},
+      {"--text " + Quote(dir / "a.txt") + " --bogus", 2, "not expected: --bogus"},
       {"--text " + Quote(dir / "a.txt") + " --shard-tokens 0", 2, "--shard-tokens '0'"},
       {"--text " + Quote(dir / "a.txt") + " --split hash --val-files " + Quote(dir / "a.txt"), 1,
        "--split files"},
       {"--text " + Quote(dir / "a.txt") + " --split weird", 2, "--split 'weird'"},
       {"--text " + Quote(dir / "a.txt") + " " + Quote(dir / "a.txt"), 1, "listed twice"},
-      {"--text", 2, "--text needs at least one file"},
+      {"--text", 2, "--text: 1 required TEXT missing"},
+      {"--out " + Quote(out) + " --text " + Quote(dir / "a.txt"), 2, "--out: At Most 1"},
       {"", 2, "no inputs"},
       {"--text " + Quote(dir / "a.txt") + " --val-files " + Quote(dir / "a.txt") +
            " --test-files " + Quote(dir / "a.txt"),
@@ -261,7 +262,7 @@ TEST(PrepareCliTest, UsageAndInputErrorsNameTheFlagOrFile) {
   const auto missing_out =
       RunCommand(kBin + " prepare --tokenizer byte --prefix p --text " + Quote(dir / "a.txt"));
   EXPECT_EQ(missing_out.exit_code, 2);
-  EXPECT_TRUE(Contains(missing_out.output, "missing --out")) << missing_out.output;
+  EXPECT_TRUE(Contains(missing_out.output, "--out is required")) << missing_out.output;
   const auto bad_vocab =
       RunCommand(kBin + " prepare --tokenizer gpt2 --vocab-bpe " + Quote(dir / "nope.bpe") +
                  " --out " + Quote(out) + " --prefix p --text " + Quote(dir / "a.txt"));
@@ -270,6 +271,60 @@ TEST(PrepareCliTest, UsageAndInputErrorsNameTheFlagOrFile) {
   const auto no_cmd = RunCommand(kBin + " frobnicate");
   EXPECT_EQ(no_cmd.exit_code, 2);
   EXPECT_TRUE(Contains(no_cmd.output, "unknown command 'frobnicate'")) << no_cmd.output;
+}
+
+// The command line is CLI11's (common/cli.h): --help on the binary and on each command lists
+// the flags with their help and defaults and exits 0; a usage error is one line naming the flag,
+// "rdattn-data: MESSAGE (see --help)", with exit 2; --flag_name is also accepted.
+TEST(PrepareCliTest, HelpAndOneLineUsageErrors) {
+  for (const char* help : {" --help", " help", " -h"}) {
+    const auto top = RunCommand(kBin + help);
+    EXPECT_EQ(top.exit_code, 0) << help << "\n" << top.output;
+    for (const char* cmd : {"prepare", "inspect", "encode", "decode"})
+      EXPECT_TRUE(Contains(top.output, std::string("  ") + cmd + " ")) << cmd << "\n" << top.output;
+  }
+  const auto prepare = RunCommand(kBin + " prepare --help");
+  EXPECT_EQ(prepare.exit_code, 0) << prepare.output;
+  for (const char* flag : {"--tokenizer", "--vocab-bpe", "--out", "--prefix", "--shard-tokens",
+                           "--text", "--jsonl", "--split", "--val-files", "--test-files"})
+    EXPECT_TRUE(Contains(prepare.output, flag)) << flag << "\n" << prepare.output;
+  EXPECT_TRUE(Contains(prepare.output, "=100000000")) << prepare.output;
+  EXPECT_TRUE(Contains(prepare.output, "=" + std::string("data/third_party/gpt2/vocab.bpe")))
+      << prepare.output;
+  const auto inspect = RunCommand(kBin + " inspect --help");
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_TRUE(Contains(inspect.output, "--vocab") && Contains(inspect.output, "--eot") &&
+              Contains(inspect.output, "SHARD"))
+      << inspect.output;
+  const auto encode = RunCommand(kBin + " encode --help");
+  EXPECT_EQ(encode.exit_code, 0) << encode.output;
+  EXPECT_TRUE(Contains(encode.output, "--stats")) << encode.output;
+
+  struct Case {
+    std::string args;
+    std::string line;  // the whole output
+  };
+  const std::vector<Case> cases = {
+      {" encode --tokenizer byte --bogus",
+       "rdattn-data: The following argument was not expected: --bogus (see --help)\n"},
+      {" inspect a.bin --vocab 0",
+       "rdattn-data: --vocab '0' is not an integer in 1..65536 (see --help)\n"},
+      {" encode --tokenizer bpe",
+       "rdattn-data: --tokenizer 'bpe': expected gpt2 or byte (see --help)\n"},
+      {" decode", "rdattn-data: --tokenizer is required (see --help)\n"},
+      {"", "rdattn-data: A subcommand is required (see --help)\n"},
+  };
+  for (const Case& c : cases) {
+    const auto r = RunCommand(kBin + c.args + " </dev/null");
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output, c.line) << c.args;
+  }
+  // The old spelling of a flag still parses.
+  const auto underscore =
+      RunCommand("printf 'ab' | " + kBin + " encode --tokenizer byte --vocab_bpe x");
+  EXPECT_EQ(underscore.exit_code, 2) << underscore.output;
+  EXPECT_TRUE(Contains(underscore.output, "--vocab-bpe is only for --tokenizer gpt2"))
+      << underscore.output;
 }
 
 TEST(PrepareCliTest, Gpt2TextFilesHashSplit) {

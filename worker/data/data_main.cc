@@ -1,4 +1,6 @@
-// rdattn-data: corpus preparation and shard tools (see usage below and DATA.md).
+// rdattn-data: corpus preparation and shard tools (`rdattn-data --help`, README.md). The
+// command line is CLI11's (common/cli.h): prepare, inspect, encode and decode, each with --help;
+// a usage error is one line "rdattn-data: MESSAGE (see --help)" with exit 2.
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "worker/data/prepare.h"
 #include "worker/data/shard.h"
 #include "worker/data/tokenizer.h"
@@ -23,113 +26,89 @@ using namespace rdattn::data;
 
 constexpr char kDefaultVocabBpe[] = "data/third_party/gpt2/vocab.bpe";
 
-constexpr char kUsage[] = R"(usage:
-  rdattn-data prepare --tokenizer gpt2|byte [--vocab-bpe PATH] --out DIR --prefix NAME
-                      [--shard-tokens N] (--text FILE... | --jsonl FILE...)
-                      [--split hash|files] [--val-files FILE...] [--test-files FILE...]
-      Tokenizes documents as [EOT] + tokens and writes llm.c shards
-      DIR/NAME_{train,val,test}_NNNNNN.bin (rolling over every N tokens, default 100000000)
-      and DIR/NAME.manifest.json. --text: each file is one document, id = file basename.
-      --jsonl: each line is {"text": ..., "id": ...}. Files ending in .gz are gunzipped.
-      --split hash (default unless --val-files/--test-files are given): SHA-256(id) mod 1000,
-      0-989 train, 990-994 val, 995-999 test. --split files: the --val-files/--test-files are
-      the held-out splits, every other input is train. Nothing is published unless every
-      input was read without error; re-running with the same inputs rewrites the same bytes.
-  rdattn-data inspect SHARD... [--vocab N] [--eot ID]
-      Validates shards (paths or glob patterns) and prints token count, min/max id and EOT
-      count. --vocab defaults to 65536 (any uint16); --eot to N-1 with --vocab, else 50256.
-  rdattn-data encode --tokenizer gpt2|byte [--vocab-bpe PATH] [--stats] < text
-      Prints the ids of stdin (read as raw bytes, encoded as ordinary text), space-separated.
-  rdattn-data decode --tokenizer gpt2|byte [--vocab-bpe PATH] < ids
-      Writes the bytes of whitespace-separated ids read from stdin.
---vocab-bpe defaults to )"
-                          "data/third_party/gpt2/vocab.bpe"
-                          R"( (relative to the current folder).
-Exit status: 0 ok, 1 error (message names the file or flag), 2 bad usage.
-)";
+constexpr int kExitUsage = 2;
 
+// A usage error found after parsing (a bad value, flags that do not go together): main() prints
+// it as one line, "rdattn-data: MESSAGE (see --help)", and exits 2.
 struct UsageError {
   std::string message;
 };
 
-// argv parsing: "--flag value", "--flag=value", and list flags "--flag v1 v2 ..." that take
-// values up to the next argument starting with "--".
-class Args {
- public:
-  Args(int argc, char** argv, int first, const std::vector<std::string>& list_flags,
-       const std::vector<std::string>& value_flags, const std::vector<std::string>& bool_flags,
-       bool positional_allowed) {
-    auto is = [](const std::vector<std::string>& v, const std::string& s) {
-      return std::find(v.begin(), v.end(), s) != v.end();
-    };
-    std::string current_list;
-    for (int i = first; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a.rfind("--", 0) == 0) {
-        current_list.clear();
-        std::string name = a, value;
-        bool has_value = false;
-        const size_t eq = a.find('=');
-        if (eq != std::string::npos) {
-          name = a.substr(0, eq);
-          value = a.substr(eq + 1);
-          has_value = true;
-        }
-        if (is(bool_flags, name)) {
-          if (has_value) throw UsageError{name + " takes no value"};
-          bools_[name] = true;
-        } else if (is(value_flags, name)) {
-          if (!has_value) {
-            if (i + 1 >= argc) throw UsageError{name + " needs a value"};
-            value = argv[++i];
-          }
-          if (values_.count(name) != 0) throw UsageError{name + " given twice"};
-          values_[name] = value;
-        } else if (is(list_flags, name)) {
-          lists_[name];  // present, maybe empty
-          if (has_value) lists_[name].push_back(value);
-          current_list = name;
-        } else {
-          throw UsageError{"unknown flag " + name};
-        }
-        continue;
-      }
-      if (!current_list.empty()) {
-        lists_[current_list].push_back(a);
-      } else if (positional_allowed) {
-        positional_.push_back(a);
-      } else {
-        throw UsageError{"unexpected argument '" + a + "'"};
-      }
-    }
-    for (const auto& [name, vals] : lists_) {
-      if (vals.empty()) throw UsageError{name + " needs at least one file"};
-    }
-  }
-  std::optional<std::string> value(const std::string& n) const {
-    const auto it = values_.find(n);
-    if (it == values_.end()) return std::nullopt;
-    return it->second;
-  }
-  std::string required(const std::string& n) const {
-    auto v = value(n);
-    if (!v.has_value()) throw UsageError{"missing " + n};
-    return *v;
-  }
-  bool has_list(const std::string& n) const { return lists_.count(n) != 0; }
-  std::vector<std::string> list(const std::string& n) const {
-    const auto it = lists_.find(n);
-    return it == lists_.end() ? std::vector<std::string>{} : it->second;
-  }
-  bool flag(const std::string& n) const { return bools_.count(n) != 0; }
-  const std::vector<std::string>& positional() const { return positional_; }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::map<std::string, std::vector<std::string>> lists_;
-  std::map<std::string, bool> bools_;
-  std::vector<std::string> positional_;
+// The command line, every subcommand's flags in one struct. Integer flags stay text here and
+// are checked by ParseInt (the message names the flag and the range).
+struct Flags {
+  std::string tokenizer, vocab_bpe, out, prefix, shard_tokens, split, vocab, eot;
+  std::vector<std::string> text, jsonl, val_files, test_files, shards;
+  bool stats = false;
 };
+
+// A value flag given twice is a usage error here (a second --out is a mistake, not an override);
+// a list flag takes the values up to the next flag and may be repeated.
+CLI::Option* Value(CLI::App* cmd, const std::string& name, std::string& target,
+                   const std::string& help) {
+  return cmd->add_option(name, target, help)->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+}
+
+CLI::Option* List(CLI::App* cmd, const std::string& name, std::vector<std::string>& target,
+                  const std::string& help) {
+  return cmd->add_option(name, target, help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->default_str("");
+}
+
+void AddTokenizerFlags(CLI::App* cmd, Flags& f) {
+  Value(cmd, "--tokenizer", f.tokenizer, "gpt2 (byte-level BPE) or byte (ids 0-255, EOT 256)")
+      ->required();
+  Value(cmd, "--vocab-bpe", f.vocab_bpe,
+        "GPT-2's vocab.bpe, for --tokenizer gpt2 (relative to the current "
+        "folder)")
+      ->default_str(kDefaultVocabBpe);
+}
+
+void AddCommands(CLI::App& app, Flags& f) {
+  app.require_subcommand(1);
+  CLI::App* prepare =
+      app.add_subcommand("prepare", "tokenize documents into llm.c shards and a manifest");
+  prepare->footer(
+      "Tokenizes documents as [EOT] + tokens and writes llm.c shards\n"
+      "DIR/NAME_{train,val,test}_NNNNNN.bin (rolling over every --shard-tokens tokens) and\n"
+      "DIR/NAME.manifest.json. --text: each file is one document, id = file basename. --jsonl:\n"
+      "each line is {\"text\": ..., \"id\": ...}. Files ending in .gz are gunzipped. --split hash\n"
+      "(default unless --val-files/--test-files are given): SHA-256(id) mod 1000, 0-989 train,\n"
+      "990-994 val, 995-999 test. --split files: the --val-files/--test-files are the held-out\n"
+      "splits, every other input is train. Nothing is published unless every input was read\n"
+      "without error; re-running with the same inputs rewrites the same bytes.");
+  AddTokenizerFlags(prepare, f);
+  Value(prepare, "--out", f.out, "output folder DIR")->required();
+  Value(prepare, "--prefix", f.prefix, "file name prefix NAME")->required();
+  Value(prepare, "--shard-tokens", f.shard_tokens, "tokens per shard")->default_str("100000000");
+  List(prepare, "--text", f.text, "text files, one document each");
+  List(prepare, "--jsonl", f.jsonl, "JSON-lines files, one document a line");
+  Value(prepare, "--split", f.split, "hash or files (the default with --val-files/--test-files)")
+      ->default_str("hash");
+  List(prepare, "--val-files", f.val_files, "inputs of the val split (--split files)");
+  List(prepare, "--test-files", f.test_files, "inputs of the test split (--split files)");
+
+  CLI::App* inspect = app.add_subcommand(
+      "inspect",
+      "validate shards (paths or glob patterns); print token count, min/max id and EOT count");
+  inspect->add_option("SHARD", f.shards, "shard paths or glob patterns")
+      ->required()
+      ->default_str("");
+  Value(inspect, "--vocab", f.vocab, "vocabulary size N (1..65536)")
+      ->default_str("65536 (any uint16)");
+  Value(inspect, "--eot", f.eot, "the EOT id (0..65535)")
+      ->default_str("N-1 with --vocab, else 50256");
+
+  CLI::App* encode = app.add_subcommand(
+      "encode", "print the ids of stdin (raw bytes, encoded as ordinary text), space-separated");
+  AddTokenizerFlags(encode, f);
+  encode->add_flag("--stats", f.stats, "print bytes, tokens and speed on stderr");
+
+  CLI::App* decode =
+      app.add_subcommand("decode", "write the bytes of whitespace-separated ids read from stdin");
+  AddTokenizerFlags(decode, f);
+}
 
 int64_t ParseInt(const std::string& flag, const std::string& s, int64_t lo, int64_t hi) {
   char* end = nullptr;
@@ -147,14 +126,16 @@ int Fail(const Status& s) {
   return 1;
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromArgs(const Args& args, std::string* vocab_path) {
-  const std::string name = args.required("--tokenizer");
+// `cmd`: the subcommand run, which says which flags were given.
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromFlags(const CLI::App& cmd, const Flags& f,
+                                                        std::string* vocab_path) {
+  const std::string& name = f.tokenizer;
   if (name != "gpt2" && name != "byte")
     throw UsageError{"--tokenizer '" + name + "': expected gpt2 or byte"};
-  *vocab_path = args.value("--vocab-bpe").value_or(kDefaultVocabBpe);
+  const bool vocab_given = cmd.count("--vocab-bpe") > 0;
+  *vocab_path = vocab_given ? f.vocab_bpe : kDefaultVocabBpe;
   if (name == "byte") {
-    if (args.value("--vocab-bpe").has_value())
-      throw UsageError{"--vocab-bpe is only for --tokenizer gpt2"};
+    if (vocab_given) throw UsageError{"--vocab-bpe is only for --tokenizer gpt2"};
     vocab_path->clear();
   }
   auto t = MakeTokenizer(name, *vocab_path);
@@ -174,26 +155,23 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-int CmdPrepare(int argc, char** argv) {
-  const Args args(argc, argv, 2, {"--text", "--jsonl", "--val-files", "--test-files"},
-                  {"--tokenizer", "--vocab-bpe", "--out", "--prefix", "--shard-tokens", "--split"},
-                  {}, false);
+int CmdPrepare(const CLI::App& cmd, const Flags& f) {
   PrepareOptions opts;
-  opts.tokenizer = args.required("--tokenizer");
-  opts.out_dir = args.required("--out");
-  opts.prefix = args.required("--prefix");
-  if (auto v = args.value("--shard-tokens"))
-    opts.shard_tokens = ParseInt("--shard-tokens", *v, 1, kShardMaxTokens);
-  const bool text = args.has_list("--text"), jsonl = args.has_list("--jsonl");
+  opts.tokenizer = f.tokenizer;
+  opts.out_dir = f.out;
+  opts.prefix = f.prefix;
+  if (cmd.count("--shard-tokens") > 0)
+    opts.shard_tokens = ParseInt("--shard-tokens", f.shard_tokens, 1, kShardMaxTokens);
+  const bool text = cmd.count("--text") > 0, jsonl = cmd.count("--jsonl") > 0;
   if (text && jsonl) throw UsageError{"give either --text or --jsonl, not both"};
   opts.kind = jsonl ? InputKind::kJsonl : InputKind::kText;
-  opts.inputs = args.list(jsonl ? "--jsonl" : "--text");
-  opts.val_files = args.list("--val-files");
-  opts.test_files = args.list("--test-files");
+  opts.inputs = jsonl ? f.jsonl : f.text;
+  opts.val_files = f.val_files;
+  opts.test_files = f.test_files;
   const bool held_out = !opts.val_files.empty() || !opts.test_files.empty();
   if (!text && !jsonl && !held_out)
     throw UsageError{"no inputs: give --text FILE... or --jsonl FILE..."};
-  const std::string split = args.value("--split").value_or(held_out ? "files" : "hash");
+  const std::string split = cmd.count("--split") > 0 ? f.split : held_out ? "files" : "hash";
   if (split == "hash") {
     opts.split_mode = SplitMode::kHash;
   } else if (split == "files") {
@@ -202,7 +180,7 @@ int CmdPrepare(int argc, char** argv) {
     throw UsageError{"--split '" + split + "': expected hash or files"};
   }
   std::string vocab_path;
-  auto tok = TokenizerFromArgs(args, &vocab_path);
+  auto tok = TokenizerFromFlags(cmd, f, &vocab_path);
   if (!tok.ok()) return Fail(tok.status());
   opts.vocab_bpe = vocab_path;
 
@@ -225,14 +203,12 @@ int CmdPrepare(int argc, char** argv) {
   return 0;
 }
 
-int CmdInspect(int argc, char** argv) {
-  const Args args(argc, argv, 2, {}, {"--vocab", "--eot"}, {}, true);
-  if (args.positional().empty()) throw UsageError{"inspect needs at least one shard"};
-  const int64_t vocab =
-      args.value("--vocab") ? ParseInt("--vocab", *args.value("--vocab"), 1, 65536) : 65536;
-  int64_t eot = args.value("--vocab") ? vocab - 1 : 50256;
-  if (auto v = args.value("--eot")) eot = ParseInt("--eot", *v, 0, 65535);
-  auto paths = ExpandShardPaths(args.positional());
+int CmdInspect(const CLI::App& cmd, const Flags& f) {
+  const bool vocab_given = cmd.count("--vocab") > 0;
+  const int64_t vocab = vocab_given ? ParseInt("--vocab", f.vocab, 1, 65536) : 65536;
+  int64_t eot = vocab_given ? vocab - 1 : 50256;
+  if (cmd.count("--eot") > 0) eot = ParseInt("--eot", f.eot, 0, 65535);
+  auto paths = ExpandShardPaths(f.shards);
   if (!paths.ok()) return Fail(paths.status());
   int bad = 0;
   int64_t total = 0, total_eot = 0;
@@ -271,11 +247,10 @@ int CmdInspect(int argc, char** argv) {
   return bad == 0 ? 0 : 1;
 }
 
-int CmdEncode(int argc, char** argv) {
-  const Args args(argc, argv, 2, {}, {"--tokenizer", "--vocab-bpe"}, {"--stats"}, false);
+int CmdEncode(const CLI::App& cmd, const Flags& f) {
   std::string vocab_path;
   const auto t0 = std::chrono::steady_clock::now();
-  auto tok = TokenizerFromArgs(args, &vocab_path);
+  auto tok = TokenizerFromFlags(cmd, f, &vocab_path);
   if (!tok.ok()) return Fail(tok.status());
   const auto t1 = std::chrono::steady_clock::now();
   const std::string text = ReadStdin();
@@ -291,7 +266,7 @@ int CmdEncode(int argc, char** argv) {
   }
   out.push_back('\n');
   std::fwrite(out.data(), 1, out.size(), stdout);
-  if (args.flag("--stats")) {
+  if (f.stats) {
     const double enc = Seconds(t2, t3);
     std::fprintf(
         stderr,
@@ -304,10 +279,9 @@ int CmdEncode(int argc, char** argv) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
-int CmdDecode(int argc, char** argv) {
-  const Args args(argc, argv, 2, {}, {"--tokenizer", "--vocab-bpe"}, {}, false);
+int CmdDecode(const CLI::App& cmd, const Flags& f) {
   std::string vocab_path;
-  auto tok = TokenizerFromArgs(args, &vocab_path);
+  auto tok = TokenizerFromFlags(cmd, f, &vocab_path);
   if (!tok.ok()) return Fail(tok.status());
   const std::string in = ReadStdin();
   std::vector<uint32_t> ids;
@@ -335,20 +309,25 @@ int CmdDecode(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
-      std::strcmp(argv[1], "help") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  const std::string cmd = argv[1];
+  CLI::App app(
+      "Corpus preparation and shard tools (README.md, docs/reproduction.md).\n"
+      "Exit status: 0 ok, 1 error (message names the file or flag), 2 bad usage.",
+      "rdattn-data");
+  cli::Setup(app);
+  Flags flags;
+  AddCommands(app, flags);
+  app.footer("`rdattn-data COMMAND --help` lists a command's flags.");
+  std::vector<std::string> args = cli::DashSpelling(argc, argv);
+  if (args.size() > 1 && args[1] == "help") args[1] = "--help";
+  if (const int code = cli::Parse(app, args, kExitUsage); code >= 0) return code;
+  const CLI::App& cmd = *app.get_subcommands().front();
+  const std::string name = cmd.get_name();
   try {
-    if (cmd == "prepare") return CmdPrepare(argc, argv);
-    if (cmd == "inspect") return CmdInspect(argc, argv);
-    if (cmd == "encode") return CmdEncode(argc, argv);
-    if (cmd == "decode") return CmdDecode(argc, argv);
-    throw UsageError{"unknown command '" + cmd + "'"};
+    if (name == "prepare") return CmdPrepare(cmd, flags);
+    if (name == "inspect") return CmdInspect(cmd, flags);
+    if (name == "encode") return CmdEncode(cmd, flags);
+    return CmdDecode(cmd, flags);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "rdattn-data: %s\n\n%s", e.message.c_str(), kUsage);
-    return 2;
+    return cli::Usage(app, e.message, kExitUsage);
   }
 }
