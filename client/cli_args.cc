@@ -24,47 +24,6 @@ std::set<std::string> Args::FlagNames() const {
   return out;
 }
 
-StatusOr<Args> ParseArgs(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs) {
-  std::map<std::string, FlagKind> kinds;
-  for (const auto& s : specs) kinds[s.name] = s.kind;
-  Args args;
-  bool flags_done = false;
-  for (size_t i = 1; i < argv.size(); ++i) {
-    std::string arg = argv[i];
-    if (flags_done || arg.size() < 2 || arg[0] != '-') {
-      args.positional.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      flags_done = true;
-      continue;
-    }
-    if (arg == "-h") arg = "--help";
-    if (arg.rfind("--", 0) != 0) {
-      return InvalidArgumentError("unknown flag '" + arg + "' (flags are --long-names)");
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> inline_value;
-    if (const size_t eq = name.find('='); eq != std::string::npos) {
-      inline_value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    auto it = kinds.find(name);
-    if (it == kinds.end()) return InvalidArgumentError("unknown flag --" + name);
-    if (it->second == FlagKind::kSwitch) {
-      if (inline_value) return InvalidArgumentError("--" + name + " takes no value");
-      args.switches.insert(name);
-      continue;
-    }
-    if (!inline_value) {
-      if (i + 1 >= argv.size()) return InvalidArgumentError("--" + name + " needs a value");
-      inline_value = argv[++i];
-    }
-    args.values[name].push_back(*inline_value);
-  }
-  return args;
-}
-
 StatusOr<long long> ParseIntFlag(const std::string& name, const std::string& value,
                                  long long min_value) {
   long long v = 0;

@@ -1,6 +1,6 @@
-// Plain argv parsing for the `rdattn` client: a command, positional arguments and GNU-style long
-// flags ("--name value", "--name=value", "--switch"). No dependency; each command declares the
-// flags it takes, and anything else is a usage error naming the flag.
+// The parsed command line of the `rdattn` client: the command, its positional arguments and the
+// flags given, as RunCli (commands.cc) reads them off its CLI11 app (common/cli.h). Each command
+// declares its flags as FlagSpecs; anything else is a usage error naming the flag.
 #pragma once
 
 #include <map>
@@ -18,6 +18,8 @@ enum class FlagKind { kValue, kSwitch };
 struct FlagSpec {
   std::string name;  // without the leading "--"
   FlagKind kind = FlagKind::kValue;
+  std::string help;          // --help's text
+  std::string default_text;  // --help's default ("" shows none)
 };
 
 struct Args {
@@ -33,10 +35,6 @@ struct Args {
   // Names of the flags given (value and switch).
   std::set<std::string> FlagNames() const;
 };
-
-// Parses argv[1..] against `specs`. "--" ends the flags; "-h" is "--help". A value flag needs
-// a value; a switch takes none ("--watch=1" is an error). INVALID_ARGUMENT names the flag.
-StatusOr<Args> ParseArgs(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs);
 
 // Parses a non-negative integer flag value; INVALID_ARGUMENT names the flag.
 StatusOr<long long> ParseIntFlag(const std::string& name, const std::string& value,

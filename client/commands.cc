@@ -19,6 +19,7 @@
 #include "client/coordinator_client.h"
 #include "client/format.h"
 #include "client/watch.h"
+#include "common/cli.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "proto/contract/contract.h"
@@ -37,22 +38,36 @@ struct Invocation {
   int exit_code = kExitOk;  // set by a command that succeeds with a non-zero exit (watch)
 };
 
+struct Positional {
+  std::string name;  // as --help shows it: FILE, ID, COMMAND
+  std::string help;
+  bool required = true;
+};
+
 struct Command {
   std::string name;
-  std::string usage;    // after "rdattn NAME"
-  std::string summary;  // one line
-  int positional = 0;   // required positional arguments after the name
+  std::string summary;  // one line, in `rdattn --help`'s list of commands
+  std::string details;  // more text for `rdattn NAME --help` ("" when the flags say it all)
+  std::vector<Positional> positional;
   std::vector<FlagSpec> flags;
   bool remote = true;  // talks to the coordinator (takes the connection flags)
   std::function<Status(Invocation&)> run;
 };
 
+// The flags of every remote command, accepted before the command name too.
 const std::vector<FlagSpec>& ConnectionFlags() {
   static const std::vector<FlagSpec> flags = {
-      {"coordinator", FlagKind::kValue}, {"token", FlagKind::kValue},
-      {"token-file", FlagKind::kValue},  {"timeout", FlagKind::kValue},
-      {"tls", FlagKind::kSwitch},        {"ca-cert", FlagKind::kValue},
-      {"config", FlagKind::kValue}};
+      {"coordinator", FlagKind::kValue,
+       "coordinator address (env RDATTN_COORDINATOR, config `coordinator:`)", "127.0.0.1:50051"},
+      {"token", FlagKind::kValue, "bearer token (env RDATTN_TOKEN, config `token:`)", ""},
+      {"token-file", FlagKind::kValue,
+       "file holding the token (env RDATTN_TOKEN_FILE, config `token_file:`)", ""},
+      {"timeout", FlagKind::kValue, "deadline of each call, seconds (config `timeout_seconds:`)",
+       "30"},
+      {"tls", FlagKind::kSwitch, "TLS channel with the system's root certificates", ""},
+      {"ca-cert", FlagKind::kValue, "TLS channel with these PEM root certificates", ""},
+      {"config", FlagKind::kValue, "config file (env RDATTN_CONFIG)",
+       "~/.config/rdattn/config.yaml"}};
   return flags;
 }
 
@@ -63,38 +78,6 @@ const Command* FindCommand(const std::string& name) {
     if (c.name == name) return &c;
   }
   return nullptr;
-}
-
-std::string Usage() {
-  std::string s =
-      "usage: rdattn [global flags] COMMAND [args]\n"
-      "\n"
-      "Runs matched-seed pretraining sweeps on an rdattn coordinator (docs/client.md).\n"
-      "\n"
-      "commands:\n";
-  for (const Command& c : Commands())
-    s += "  " + c.name + " " + c.usage + "\n      " + c.summary + "\n";
-  s += "\n"
-       "global flags (remote commands):\n"
-       "  --coordinator ADDR   coordinator address (env RDATTN_COORDINATOR, config\n"
-       "                       `coordinator:`; default 127.0.0.1:50051)\n"
-       "  --token TOKEN        bearer token (env RDATTN_TOKEN, config `token:`)\n"
-       "  --token-file FILE    file holding the token (env RDATTN_TOKEN_FILE, config "
-       "`token_file:`)\n"
-       "  --tls, --ca-cert PEM TLS channel, with the system roots or these root certificates\n"
-       "  --timeout SECONDS    deadline of each call (config `timeout_seconds:`; default 30)\n"
-       "  --config FILE        config file (env RDATTN_CONFIG; default\n"
-       "                       ~/.config/rdattn/config.yaml)\n"
-       "\n"
-       "exit codes: 0 ok, 1 error, 2 usage error or invalid sweep, 3 the watched sweep ended\n"
-       "FAILED or CANCELLED. `rdattn help COMMAND` shows one command.\n";
-  return s;
-}
-
-std::string CommandUsage(const Command& c) {
-  std::string s = "usage: rdattn " + c.name + " " + c.usage + "\n  " + c.summary + "\n";
-  if (c.remote) s += "  (and the global flags; see `rdattn help`)\n";
-  return s;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -468,95 +451,97 @@ Status RunReport(Invocation& inv) {
   return Status::Ok();
 }
 
-Status RunHelp(Invocation& inv) {
-  if (inv.args.positional.size() > 1) {
-    const Command* c = FindCommand(inv.args.positional[1]);
-    if (c == nullptr) {
-      return InvalidArgumentError("unknown command '" + inv.args.positional[1] + "'");
-    }
-    inv.out << CommandUsage(*c);
-    return Status::Ok();
-  }
-  inv.out << Usage();
-  return Status::Ok();
-}
-
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"validate",
-       "FILE [--jobs] [--format text|json]",
        "check a sweep file offline and show its jobs and pair groups",
-       1,
-       {{"jobs", FlagKind::kSwitch}, {"format", FlagKind::kValue}},
+       "",
+       {{"FILE", "the sweep: YAML, JSON or text proto"}},
+       {{"jobs", FlagKind::kSwitch, "list every job", ""},
+        {"format", FlagKind::kValue, "text or json (the planned jobs)", "text"}},
        false,
        RunValidate},
       {"submit",
-       "FILE [--request-id ID] [--validate-only] [--watch [--interval S] [--format F]]",
        "submit a sweep; prints its id. --watch follows it as `watch` does",
-       1,
-       {{"request-id", FlagKind::kValue},
-        {"validate-only", FlagKind::kSwitch},
-        {"watch", FlagKind::kSwitch},
-        {"interval", FlagKind::kValue},
-        {"format", FlagKind::kValue}},
+       "",
+       {{"FILE", "the sweep: YAML, JSON or text proto"}},
+       {{"request-id", FlagKind::kValue, "idempotency key",
+         "sha256 of the owner and the file's bytes"},
+        {"validate-only", FlagKind::kSwitch, "let the coordinator check it; store nothing", ""},
+        {"watch", FlagKind::kSwitch, "follow the sweep until it ends (exit 3 unless SUCCEEDED)",
+         ""},
+        {"interval", FlagKind::kValue, "with --watch: seconds between progress lines", "10"},
+        {"format", FlagKind::kValue, "with --watch: table, text or json",
+         "table on a terminal, else text"}},
        true,
        RunSubmit},
       {"list",
-       "[--state S[,S]] [--owner O] [--page-size N] [--page-token T] [--all] [--format F]",
        "list sweeps, newest first",
-       0,
-       {{"state", FlagKind::kValue},
-        {"owner", FlagKind::kValue},
-        {"page-size", FlagKind::kValue},
-        {"page-token", FlagKind::kValue},
-        {"all", FlagKind::kSwitch},
-        {"format", FlagKind::kValue}},
+       "",
+       {},
+       {{"state", FlagKind::kValue,
+         "only these states, comma-separated or repeated: pending, running, succeeded, failed, "
+         "cancelled",
+         ""},
+        {"owner", FlagKind::kValue, "only this owner's sweeps", ""},
+        {"page-size", FlagKind::kValue, "sweeps per page (>= 1)", "the coordinator's"},
+        {"page-token", FlagKind::kValue, "the page after a previous listing's", ""},
+        {"all", FlagKind::kSwitch, "every page", ""},
+        {"format", FlagKind::kValue, "text or json", "text"}},
        true,
        RunList},
       {"get",
-       "ID [--format text|json]",
        "a sweep's state and its per-job table",
-       1,
-       {{"format", FlagKind::kValue}},
+       "",
+       {{"ID", "the sweep id"}},
+       {{"format", FlagKind::kValue, "text or json", "text"}},
        true,
        RunGet},
       {"watch",
-       "ID [--from-seq N] [--interval S] [--format table|text|json]",
-       "follow a sweep live until it ends. --format table (the default on a terminal): one\n"
-       "      row per job (state, attempt, progress, loss, val NLL, tok/s, ETA) under a sweep\n"
-       "      line (jobs done/total, overall ETA), redrawn in place; text (the default\n"
-       "      otherwise): one line per event, progress at most every --interval seconds\n"
-       "      (default 10); json: every event as one JSON line",
-       1,
-       {{"from-seq", FlagKind::kValue},
-        {"interval", FlagKind::kValue},
-        {"format", FlagKind::kValue}},
+       "follow a sweep live until it ends",
+       "--format table (the default on a terminal): one row per job (state, attempt, progress,\n"
+       "loss, val NLL, tok/s, ETA) under a sweep line (jobs done/total, overall ETA), redrawn in\n"
+       "place; text (the default otherwise): one line per event, progress at most every\n"
+       "--interval seconds; json: every event as one JSON line. Exit 3 when the sweep ends\n"
+       "FAILED or CANCELLED.",
+       {{"ID", "the sweep id"}},
+       {{"from-seq", FlagKind::kValue, "start after this event sequence number (>= 0)", "0"},
+        {"interval", FlagKind::kValue, "seconds between progress lines (text)", "10"},
+        {"format", FlagKind::kValue, "table, text or json", "table on a terminal, else text"}},
        true,
        RunWatch},
       {"cancel",
-       "ID [--reason TEXT]",
        "cancel every job of a sweep that has not ended",
-       1,
-       {{"reason", FlagKind::kValue}},
+       "",
+       {{"ID", "the sweep id"}},
+       {{"reason", FlagKind::kValue, "recorded with the cancellation",
+         "cancelled with rdattn cancel"}},
        true,
        RunCancel},
       {"report",
-       "ID [--format text|md|csv|json] [--out DIR] [--reference ARM] [--level 0.95] "
-       "[--resamples N] [--target-delta NATS]",
        "the paired report: text table to stdout, or report.md (+ plots/), CSVs, report.json "
        "written into DIR",
-       1,
-       {{"format", FlagKind::kValue},
-        {"out", FlagKind::kValue},
-        {"reference", FlagKind::kValue},
-        {"reference-arm", FlagKind::kValue},
-        {"level", FlagKind::kValue},
-        {"confidence", FlagKind::kValue},
-        {"resamples", FlagKind::kValue},
-        {"target-delta", FlagKind::kValue}},
+       "",
+       {{"ID", "the sweep id"}},
+       {{"format", FlagKind::kValue, "text, md, csv (needs --out) or json", "text; md with --out"},
+        {"out", FlagKind::kValue, "folder DIR to write the report's files into", ""},
+        {"reference", FlagKind::kValue, "the reference arm of the pairs", "the sweep's"},
+        {"reference-arm", FlagKind::kValue, "the same as --reference", ""},
+        {"level", FlagKind::kValue, "confidence level of the intervals, in [0.5, 0.9999]",
+         "the coordinator's"},
+        {"confidence", FlagKind::kValue, "the same as --level", ""},
+        {"resamples", FlagKind::kValue, "bootstrap resamples (1 to 1000000)", "the coordinator's"},
+        {"target-delta", FlagKind::kValue, "the NLL difference (nats) to size seeds for",
+         "the coordinator's"}},
        true,
        RunReport},
-      {"help", "[COMMAND]", "this help, or one command's", 0, {}, false, RunHelp},
+      {"help",
+       "this help, or one command's (as `rdattn COMMAND --help`)",
+       "",
+       {{"COMMAND", "the command", false}},
+       {},
+       false,
+       nullptr},
   };
   return commands;
 }
@@ -584,51 +569,91 @@ std::string DefaultRequestId(const std::string& file_content, const std::string&
   return "sha256:" + Sha256Hex("rdattn submit v1\n" + owner + "\n" + file_content);
 }
 
-int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
-           const EnvGetter& env) {
-  // Every flag any command takes; the command's own list is checked after.
-  std::vector<FlagSpec> all = ConnectionFlags();
-  all.push_back({"help", FlagKind::kSwitch});
-  for (const Command& c : Commands()) all.insert(all.end(), c.flags.begin(), c.flags.end());
-  auto args = ParseArgs(argv, all);
-  if (!args.ok()) {
-    err << "rdattn: " << args.status().message() << "\n(see `rdattn help`)\n";
-    return kExitUsage;
+namespace {
+
+// The CLI11 options of one command's flags.
+void AddFlags(CLI::App* app, const std::vector<FlagSpec>& flags) {
+  for (const FlagSpec& f : flags) {
+    CLI::Option* opt = f.kind == FlagKind::kSwitch
+                           ? app->add_flag("--" + f.name, f.help)
+                           : app->add_option("--" + f.name, f.help)->type_name("TEXT");
+    if (!f.default_text.empty()) opt->default_str(f.default_text);
   }
-  if (args->positional.empty()) {
-    (args->Has("help") ? out : err) << Usage();
-    return args->Has("help") ? kExitOk : kExitUsage;
-  }
-  const Command* command = FindCommand(args->positional[0]);
-  if (command == nullptr) {
-    err << "rdattn: unknown command '" << args->positional[0] << "'\n\n" << Usage();
-    return kExitUsage;
-  }
-  if (args->Has("help")) {
-    out << CommandUsage(*command);
-    return kExitOk;
-  }
-  // Flags the command does not take.
-  for (const std::string& name : args->FlagNames()) {
-    bool ok = false;
-    for (const FlagSpec& f : command->flags) ok = ok || f.name == name;
-    for (const FlagSpec& f : ConnectionFlags()) ok = ok || (command->remote && f.name == name);
-    if (!ok) {
-      err << "rdattn: " << command->name << " does not take --" << name << "\n"
-          << CommandUsage(*command);
-      return kExitUsage;
+}
+
+// The flags of `flags` given to `app`, into `args`: a value flag's every value, in order.
+void CollectFlags(const CLI::App& app, const std::vector<FlagSpec>& flags, Args* args) {
+  for (const FlagSpec& f : flags) {
+    const CLI::Option* opt = app.get_option("--" + f.name);
+    if (opt->count() == 0) continue;
+    if (f.kind == FlagKind::kSwitch) {
+      args->switches.insert(f.name);
+    } else {
+      std::vector<std::string>& values = args->values[f.name];
+      values.insert(values.end(), opt->results().begin(), opt->results().end());
     }
   }
-  const int given = static_cast<int>(args->positional.size()) - 1;
-  const bool optional_extra = command->name == "help" && given <= 1;
-  if (given != command->positional && !optional_extra) {
-    err << "rdattn: " << command->name << " takes " << command->positional << " argument(s), got "
-        << given << "\n"
-        << CommandUsage(*command);
-    return kExitUsage;
+}
+
+// The app: the connection flags (also accepted before the command name) and one subcommand per
+// command, each with its positional arguments and flags.
+void AddCommands(CLI::App& app) {
+  AddFlags(&app, ConnectionFlags());
+  app.require_subcommand(1);
+  for (const Command& c : Commands()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.summary);
+    if (!c.details.empty()) sub->footer(c.details);
+    for (const Positional& p : c.positional) {
+      CLI::Option* opt = sub->add_option(p.name, p.help);
+      if (p.required) opt->required();
+    }
+    AddFlags(sub, c.flags);
+    if (c.remote) AddFlags(sub, ConnectionFlags());
+  }
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
+           const EnvGetter& env) {
+  CLI::App app("Runs matched-seed pretraining sweeps on an rdattn coordinator (docs/client.md).",
+               "rdattn");
+  cli::Setup(app);
+  AddCommands(app);
+  app.footer(
+      "Exit codes: 0 ok, 1 error, 2 usage error or invalid sweep, 3 the watched sweep ended\n"
+      "FAILED or CANCELLED. `rdattn COMMAND --help` (or `rdattn help COMMAND`) shows one "
+      "command.");
+  if (argv.size() <= 1) return cli::Usage(app, "no command given", kExitUsage, err);
+  if (const int code = cli::Parse(app, argv, kExitUsage, out, err); code >= 0) return code;
+  const CLI::App& sub = *app.get_subcommands().front();
+  const Command* command = FindCommand(sub.get_name());
+  Args args;
+  args.positional.push_back(command->name);
+  for (const Positional& p : command->positional) {
+    const CLI::Option* opt = sub.get_option(p.name);
+    args.positional.insert(args.positional.end(), opt->results().begin(), opt->results().end());
+  }
+  CollectFlags(app, ConnectionFlags(), &args);
+  if (!command->remote && !args.FlagNames().empty()) {
+    return cli::Usage(app, command->name + " does not take --" + *args.FlagNames().begin(),
+                      kExitUsage, err);
+  }
+  CollectFlags(sub, command->flags, &args);
+  if (command->remote) CollectFlags(sub, ConnectionFlags(), &args);
+  if (command->name == "help") {  // `rdattn help [COMMAND]`: `rdattn [COMMAND] --help`
+    if (args.positional.size() == 1) {
+      out << app.get_formatter()->make_help(&app, "rdattn", CLI::AppFormatMode::Normal);
+      return kExitOk;
+    }
+    if (FindCommand(args.positional[1]) == nullptr) {
+      return cli::Usage(app, "unknown command '" + args.positional[1] + "'", kExitUsage, err);
+    }
+    out << app.get_subcommand(args.positional[1])->help("rdattn");
+    return kExitOk;
   }
 
-  Invocation inv{*args, out, err, env};
+  Invocation inv{args, out, err, env};
   const Status status = command->run(inv);
   out.flush();
   if (!status.ok()) {
@@ -636,7 +661,7 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     const bool file_command = command->name == "validate" || command->name == "submit";
     const bool about_file =
         status.code() == StatusCode::kInvalidArgument && status.message().rfind("--", 0) != 0;
-    PrintError(err, status, file_command && about_file ? args->positional[1] : "");
+    PrintError(err, status, file_command && about_file ? args.positional[1] : "");
     return status.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitError;
   }
   return inv.exit_code;

@@ -50,27 +50,32 @@ CliResult Cli(std::vector<std::string> args, std::map<std::string, std::string> 
   return r;
 }
 
+struct FlagSpecForTest {
+  std::string flag;
+  std::string text;
+};
+
 // --- argv ----------------------------------------------------------------------------------
 
 TEST(CliArgsTest, ParsesFlagsAndPositionals) {
-  const std::vector<FlagSpec> specs = {{"state", FlagKind::kValue}, {"all", FlagKind::kSwitch}};
-  auto args = ParseArgs({"rdattn", "list", "--state", "running", "--all", "--state=failed", "x",
-                         "--", "--not-a-flag"},
-                        specs);
-  ASSERT_TRUE(args.ok()) << args.status().ToString();
-  EXPECT_EQ(args->positional, (std::vector<std::string>{"list", "x", "--not-a-flag"}));
-  EXPECT_EQ(args->GetAll("state"), (std::vector<std::string>{"running", "failed"}));
-  EXPECT_EQ(args->Get("state"), "failed");
-  EXPECT_TRUE(args->Has("all"));
-  EXPECT_FALSE(args->Get("owner").has_value());
+  // A repeated value flag keeps every value (--state running --state=bogus: the second is read).
+  const CliResult r = Cli({"list", "--state", "running", "--all", "--state=bogus", "--coordinator",
+                           "unix:/nonexistent", "--", "--not-a-flag"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("The following argument was not expected: --not-a-flag"), std::string::npos)
+      << r.err;
+  const CliResult s = Cli({"--coordinator", "unix:/nonexistent", "list", "--state", "running",
+                           "--all", "--state=bogus"});
+  EXPECT_EQ(s.code, 2);
+  EXPECT_NE(s.err.find("--state: unknown state 'bogus'"), std::string::npos) << s.err;
 }
 
 TEST(CliArgsTest, RejectsBadFlags) {
-  const std::vector<FlagSpec> specs = {{"state", FlagKind::kValue}, {"all", FlagKind::kSwitch}};
-  EXPECT_EQ(ParseArgs({"rdattn", "--nope"}, specs).status().message(), "unknown flag --nope");
-  EXPECT_EQ(ParseArgs({"rdattn", "--state"}, specs).status().message(), "--state needs a value");
-  EXPECT_EQ(ParseArgs({"rdattn", "--all=1"}, specs).status().message(), "--all takes no value");
-  EXPECT_FALSE(ParseArgs({"rdattn", "-x"}, specs).ok());
+  EXPECT_EQ(Cli({"list", "--nope"}).err,
+            "rdattn: The following argument was not expected: --nope (see --help)\n");
+  EXPECT_EQ(Cli({"list", "--state"}).err,
+            "rdattn: --state: 1 required TEXT missing (see --help)\n");
+  EXPECT_EQ(Cli({"get", "-x"}).code, 2);
   EXPECT_FALSE(ParseIntFlag("page-size", "abc", 1).ok());
   EXPECT_FALSE(ParseIntFlag("page-size", "0", 1).ok());
   EXPECT_EQ(*ParseIntFlag("page-size", "20", 1), 20);
@@ -79,17 +84,21 @@ TEST(CliArgsTest, RejectsBadFlags) {
 
 // --- settings ------------------------------------------------------------------------------
 
-Args MustParseArgs(std::vector<std::string> argv) {
-  argv.insert(argv.begin(), "rdattn");
-  auto args = ParseArgs(argv, {{"coordinator", FlagKind::kValue},
-                               {"token", FlagKind::kValue},
-                               {"token-file", FlagKind::kValue},
-                               {"timeout", FlagKind::kValue},
-                               {"config", FlagKind::kValue},
-                               {"tls", FlagKind::kSwitch},
-                               {"ca-cert", FlagKind::kValue}});
-  EXPECT_TRUE(args.ok());
-  return args.ok() ? *args : Args();
+// The Args RunCli would pass for these connection flags ("--tls" a switch, the others
+// "--name value").
+Args MustParseArgs(const std::vector<std::string>& argv) {
+  Args args;
+  args.positional = {"list"};
+  for (size_t i = 0; i < argv.size(); ++i) {
+    EXPECT_EQ(argv[i].rfind("--", 0), 0u) << argv[i];
+    const std::string name = argv[i].substr(2);
+    if (name == "tls") {
+      args.switches.insert(name);
+    } else if (i + 1 < argv.size()) {
+      args.values[name].push_back(argv[++i]);
+    }
+  }
+  return args;
 }
 
 TEST(SettingsTest, DefaultsWithNothingSet) {
@@ -426,24 +435,65 @@ schedule: {total_tokens: 65536, global_batch_tokens: 4096}
 }
 
 TEST(CliTest, UsageErrorsAndHelp) {
-  EXPECT_EQ(Cli({}).code, 2);
+  const CliResult none = Cli({});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_EQ(none.err, "rdattn: no command given (see --help)\n");
   const CliResult help = Cli({"help"});
   EXPECT_EQ(help.code, 0);
   for (const char* cmd : {"validate", "submit", "list", "get", "watch", "cancel", "report"}) {
     EXPECT_NE(help.out.find(std::string("  ") + cmd + " "), std::string::npos) << cmd;
   }
   EXPECT_EQ(Cli({"--help"}).code, 0);
+  EXPECT_EQ(Cli({"--help"}).out, help.out);
   const CliResult one = Cli({"help", "watch"});
   EXPECT_EQ(one.code, 0);
-  EXPECT_NE(one.out.find("usage: rdattn watch ID"), std::string::npos);
-  EXPECT_EQ(Cli({"frobnicate"}).code, 2);
-  EXPECT_EQ(Cli({"get"}).code, 2);                            // missing ID
-  EXPECT_EQ(Cli({"get", "a", "b"}).code, 2);                  // too many
+  EXPECT_NE(one.out.find("Usage: rdattn watch [OPTIONS] ID"), std::string::npos) << one.out;
+  EXPECT_EQ(Cli({"watch", "--help"}).out, one.out);
+  const CliResult unknown = Cli({"frobnicate"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(unknown.err, "rdattn: unknown command 'frobnicate' (see --help)\n");
+  EXPECT_EQ(Cli({"help", "frobnicate"}).code, 2);
+  EXPECT_EQ(Cli({"get"}).err, "rdattn: ID is required (see --help)\n");  // missing ID
+  EXPECT_EQ(Cli({"get", "a", "b"}).code, 2);                             // too many
   const CliResult wrong_flag = Cli({"get", "x", "--watch"});  // a flag of another command
   EXPECT_EQ(wrong_flag.code, 2);
-  EXPECT_NE(wrong_flag.err.find("get does not take --watch"), std::string::npos);
+  EXPECT_EQ(wrong_flag.err,
+            "rdattn: The following argument was not expected: --watch (see --help)\n");
   EXPECT_EQ(Cli({"validate", "x.yaml", "--coordinator", "h:1"}).code, 2);  // offline command
+  const CliResult offline = Cli({"--coordinator", "h:1", "validate", "x.yaml"});
+  EXPECT_EQ(offline.code, 2);
+  EXPECT_EQ(offline.err, "rdattn: validate does not take --coordinator (see --help)\n");
   EXPECT_EQ(Cli({"list", "--state", "bogus", "--coordinator", "unix:/nonexistent"}).code, 2);
+}
+
+// --help on the binary and on every command lists each flag with its help text and default.
+TEST(CliTest, HelpListsEveryFlagWithItsDefault) {
+  const CliResult top = Cli({"--help"});
+  for (const FlagSpecForTest& f :
+       std::vector<FlagSpecForTest>{{"--coordinator", "=127.0.0.1:50051"},
+                                    {"--timeout", "=30"},
+                                    {"--token-file", "RDATTN_TOKEN_FILE"},
+                                    {"--tls", "root certificates"},
+                                    {"--config", "=~/.config/rdattn/config.yaml"}}) {
+    EXPECT_NE(top.out.find(f.flag), std::string::npos) << f.flag << "\n" << top.out;
+    EXPECT_NE(top.out.find(f.text), std::string::npos) << f.text << "\n" << top.out;
+  }
+  const std::map<std::string, std::vector<std::string>> flags = {
+      {"validate", {"FILE", "--jobs", "--format TEXT=text"}},
+      {"submit", {"FILE", "--request-id", "--validate-only", "--watch", "--interval TEXT=10"}},
+      {"list", {"--state", "--owner", "--page-size", "--page-token", "--all", "--coordinator"}},
+      {"get", {"ID", "--format TEXT=text", "--token"}},
+      {"watch", {"ID", "--from-seq TEXT=0", "--interval", "--format", "redrawn in"}},
+      {"cancel", {"ID", "--reason TEXT=cancelled with rdattn cancel"}},
+      {"report", {"ID", "--out", "--reference", "--level", "--resamples", "--target-delta"}},
+  };
+  for (const auto& [command, names] : flags) {
+    const CliResult r = Cli({command, "--help"});
+    EXPECT_EQ(r.code, 0) << command;
+    for (const std::string& n : names)
+      EXPECT_NE(r.out.find(n), std::string::npos) << n << "\n" << r.out;
+  }
+  EXPECT_EQ(Cli({"validate", "--help"}).out.find("--coordinator"), std::string::npos);
 }
 
 TEST(CliTest, UnreachableCoordinatorIsUnavailable) {
