@@ -46,6 +46,7 @@ struct Positional {
 
 struct Command {
   std::string name;
+  std::string usage;    // after "rdattn NAME", the first line of the footer of its --help
   std::string summary;  // one line, in `rdattn --help`'s list of commands
   std::string details;  // more text for `rdattn NAME --help` ("" when the flags say it all)
   std::vector<Positional> positional;
@@ -454,6 +455,7 @@ Status RunReport(Invocation& inv) {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"validate",
+       "FILE [--jobs] [--format text|json]",
        "check a sweep file offline and show its jobs and pair groups",
        "",
        {{"FILE", "the sweep: YAML, JSON or text proto"}},
@@ -462,6 +464,7 @@ const std::vector<Command>& Commands() {
        false,
        RunValidate},
       {"submit",
+       "FILE [--request-id ID] [--validate-only] [--watch [--interval S] [--format F]]",
        "submit a sweep; prints its id. --watch follows it as `watch` does",
        "",
        {{"FILE", "the sweep: YAML, JSON or text proto"}},
@@ -476,6 +479,7 @@ const std::vector<Command>& Commands() {
        true,
        RunSubmit},
       {"list",
+       "[--state S[,S]] [--owner O] [--page-size N] [--page-token T] [--all] [--format F]",
        "list sweeps, newest first",
        "",
        {},
@@ -491,6 +495,7 @@ const std::vector<Command>& Commands() {
        true,
        RunList},
       {"get",
+       "ID [--format text|json]",
        "a sweep's state and its per-job table",
        "",
        {{"ID", "the sweep id"}},
@@ -498,6 +503,7 @@ const std::vector<Command>& Commands() {
        true,
        RunGet},
       {"watch",
+       "ID [--from-seq N] [--interval S] [--format table|text|json]",
        "follow a sweep live until it ends",
        "--format table (the default on a terminal): one row per job (state, attempt, progress,\n"
        "loss, val NLL, tok/s, ETA) under a sweep line (jobs done/total, overall ETA), redrawn in\n"
@@ -511,6 +517,7 @@ const std::vector<Command>& Commands() {
        true,
        RunWatch},
       {"cancel",
+       "ID [--reason TEXT]",
        "cancel every job of a sweep that has not ended",
        "",
        {{"ID", "the sweep id"}},
@@ -519,6 +526,8 @@ const std::vector<Command>& Commands() {
        true,
        RunCancel},
       {"report",
+       "ID [--format text|md|csv|json] [--out DIR] [--reference ARM] [--level 0.95] "
+       "[--resamples N] [--target-delta NATS]",
        "the paired report: text table to stdout, or report.md (+ plots/), CSVs, report.json "
        "written into DIR",
        "",
@@ -536,6 +545,7 @@ const std::vector<Command>& Commands() {
        true,
        RunReport},
       {"help",
+       "[COMMAND]",
        "this help, or one command's (as `rdattn COMMAND --help`)",
        "",
        {{"COMMAND", "the command", false}},
@@ -602,7 +612,7 @@ void AddCommands(CLI::App& app) {
   app.require_subcommand(1);
   for (const Command& c : Commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
-    if (!c.details.empty()) sub->footer(c.details);
+    sub->footer("rdattn " + c.name + " " + c.usage + (c.details.empty() ? "" : "\n" + c.details));
     for (const Positional& p : c.positional) {
       CLI::Option* opt = sub->add_option(p.name, p.help);
       if (p.required) opt->required();
