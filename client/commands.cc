@@ -597,7 +597,7 @@ void CollectFlags(const CLI::App& app, const std::vector<FlagSpec>& flags, Args*
     const CLI::Option* opt = app.get_option("--" + f.name);
     if (opt->count() == 0) continue;
     if (f.kind == FlagKind::kSwitch) {
-      args->switches.insert(f.name);
+      if (opt->as<bool>()) args->switches.insert(f.name);  // --watch, or --watch=true; not =false
     } else {
       std::vector<std::string>& values = args->values[f.name];
       values.insert(values.end(), opt->results().begin(), opt->results().end());

@@ -76,6 +76,15 @@ TEST(CliArgsTest, RejectsBadFlags) {
   EXPECT_EQ(Cli({"list", "--state"}).err,
             "rdattn: --state: 1 required TEXT missing (see --help)\n");
   EXPECT_EQ(Cli({"get", "-x"}).code, 2);
+  // A switch is on with no value or =true, off with =false: validate lists the jobs or not.
+  const std::string sweep = std::string(RDATTN_EXAMPLES_DIR) + "/cpu-demo.yaml";
+  const CliResult on = Cli({"validate", sweep, "--jobs=true"});
+  const CliResult off = Cli({"validate", sweep, "--jobs=false"});
+  EXPECT_EQ(on.code, 0) << on.err;
+  EXPECT_EQ(off.code, 0) << off.err;
+  EXPECT_EQ(on.out, Cli({"validate", sweep, "--jobs"}).out);
+  EXPECT_EQ(off.out, Cli({"validate", sweep}).out);
+  EXPECT_NE(on.out, off.out);
   EXPECT_FALSE(ParseIntFlag("page-size", "abc", 1).ok());
   EXPECT_FALSE(ParseIntFlag("page-size", "0", 1).ok());
   EXPECT_EQ(*ParseIntFlag("page-size", "20", 1), 20);
