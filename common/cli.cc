@@ -51,18 +51,18 @@ void DefaultSubcommand(const std::string& name, std::vector<std::string>* args) 
   args->insert(args->begin() + (args->empty() ? 0 : 1), name);
 }
 
-int Parse(CLI::App& app, const std::vector<std::string>& argv, int usage_exit, std::ostream& out,
+int Parse(CLI::App& app, const std::vector<std::string>& args, int usage_exit, std::ostream& out,
           std::ostream& err) {
-  const std::vector<std::string> args = DashSpelled(argv);
-  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-') {
+  const std::vector<std::string> spelled = DashSpelled(args);
+  if (spelled.size() > 1 && !spelled[1].empty() && spelled[1][0] != '-') {
     bool has_subcommands = false;
-    if (!IsSubcommand(app, args[1], &has_subcommands) && has_subcommands) {
-      return Usage(app, "unknown command '" + args[1] + "'", usage_exit, err);
+    if (!IsSubcommand(app, spelled[1], &has_subcommands) && has_subcommands) {
+      return Usage(app, "unknown command '" + spelled[1] + "'", usage_exit, err);
     }
   }
   std::vector<const char*> ptrs;
-  ptrs.reserve(args.size());
-  for (const std::string& a : args) ptrs.push_back(a.c_str());
+  ptrs.reserve(spelled.size());
+  for (const std::string& a : spelled) ptrs.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(ptrs.size()), ptrs.data());
   } catch (const CLI::CallForHelp&) {
