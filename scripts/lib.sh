@@ -7,12 +7,17 @@
 #   rdattn_sanitize_build DIR LIST   configure DIR with RDATTN_SANITIZE=LIST, build its tests
 #   rdattn_sanitize_test DIR [ARGS…] run DIR's `sanitize` tests (ctest ARGS…) with the options below
 #
+#   rdattn_sanitize_builds_start / _wait / _stop   both sanitizer builds in the background, at
+#                           nice 19 (scripts/test.sh): start them, wait for them, or kill them
+#
 # Knobs (environment): RDATTN_BUILD_DIR (default build), RDATTN_JOBS (default 2),
+# RDATTN_TEST_JOBS (tests at a time in scripts/test.sh, default 2),
 # RDATTN_CMAKE_ARGS (extra configure arguments, split on spaces).
 
 RDATTN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RDATTN_BUILD_DIR="${RDATTN_BUILD_DIR:-$RDATTN_ROOT/build}"
 RDATTN_JOBS="${RDATTN_JOBS:-2}"
+RDATTN_TEST_JOBS="${RDATTN_TEST_JOBS:-2}"
 
 # MPI as root in a container, oversubscribed local ranks, no ssh needed (docs/build.md), and one
 # OpenMP thread per process: oversubscribed OpenMP spin barriers are catastrophically slow.
@@ -48,6 +53,53 @@ rdattn_sanitize_build() {
   cmake -S "$RDATTN_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DRDATTN_SANITIZE="$sanitizers" -DRDATTN_BUILD_BENCHMARKS=OFF || return
   cmake --build "$dir" -j"$RDATTN_JOBS" --target rdattn_sanitize_tests || return
+}
+
+# Both sanitizer builds, one after the other, in a background subshell whose processes run at
+# nice 19: they take only the CPU that the foreground phases (lint, the main tests) leave idle.
+# Their output goes to BUILD_DIR/sanitize-build.log; _wait prints each build's time, or the
+# log's tail and the exit status of the build that failed.
+RDATTN_SANITIZE_PID=""
+RDATTN_SANITIZE_LOG="$RDATTN_BUILD_DIR/sanitize-build.log"
+rdattn_sanitize_builds_start() {
+  echo "==> [sanitize-build] ASan+UBSan then TSan, in the background at nice 19: $RDATTN_SANITIZE_LOG"
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    t0=$SECONDS
+    rdattn_sanitize_build "$RDATTN_ROOT/build-asan" address,undefined || exit
+    echo "==> asan build done in $((SECONDS - t0)) s"
+    t0=$SECONDS
+    rdattn_sanitize_build "$RDATTN_ROOT/build-tsan" thread || exit
+    echo "==> tsan build done in $((SECONDS - t0)) s"
+  ) >"$RDATTN_SANITIZE_LOG" 2>&1 &
+  RDATTN_SANITIZE_PID=$!
+}
+
+rdattn_sanitize_builds_wait() {
+  local rc=0
+  [ -n "$RDATTN_SANITIZE_PID" ] || { echo "rdattn: no sanitizer build was started" >&2; return 2; }
+  wait "$RDATTN_SANITIZE_PID" || rc=$?
+  RDATTN_SANITIZE_PID=""
+  if [ "$rc" -ne 0 ]; then
+    tail -n 80 "$RDATTN_SANITIZE_LOG" >&2
+    echo "rdattn: the sanitizer build failed (exit $rc); whole log: $RDATTN_SANITIZE_LOG" >&2
+    return "$rc"
+  fi
+  grep '^==> ' "$RDATTN_SANITIZE_LOG" || true
+}
+
+# Kills a background sanitizer build and everything it started (a no-op when none runs).
+rdattn_sanitize_builds_stop() {
+  [ -n "$RDATTN_SANITIZE_PID" ] || return 0
+  rdattn_kill_tree "$RDATTN_SANITIZE_PID"
+  wait "$RDATTN_SANITIZE_PID" 2>/dev/null || true
+  RDATTN_SANITIZE_PID=""
+}
+
+rdattn_kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" || true); do rdattn_kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
 }
 
 rdattn_sanitize_test() {
