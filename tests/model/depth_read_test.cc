@@ -371,10 +371,12 @@ TEST(FusedDepthReadTest, Float32GradientsOfBothPathsMatchFloat64ForEveryArm) {
     for (size_t i = 0; i < ref.size(); ++i) {
       ASSERT_TRUE(ref[i].defined()) << ArmName(arm) << " " << names[i];
       // Relative to the parameter's own gradient, floored at 1e-3 of the whole gradient's norm.
+      // Measured: at most 1.2e-5 (rd, fused; 7.6e-6 plain; other arms ≤ 2.7e-6); a detached or
+      // 0.1%-mis-scaled term of the backward gives ≥ 1e-3.
       const double scale = std::max(ref[i].norm().item<double>(), 1e-3 * total);
-      EXPECT_LT((fused32[i] - ref[i]).norm().item<double>() / scale, 2e-5)
+      EXPECT_LT((fused32[i] - ref[i]).norm().item<double>() / scale, 5e-5)
           << ArmName(arm) << " fused " << names[i];
-      EXPECT_LT((plain32[i] - ref[i]).norm().item<double>() / scale, 2e-5)
+      EXPECT_LT((plain32[i] - ref[i]).norm().item<double>() / scale, 5e-5)
           << ArmName(arm) << " plain " << names[i];
     }
   }
