@@ -196,6 +196,106 @@ TEST(BucketsTest, PackedBucketsReuseOneBufferPerDtype) {
   EXPECT_EQ(BucketBufferBytes(), 0);
 }
 
+// Parameters shaped like MixedGrads, their gradients set to its values (one left undefined).
+std::vector<at::Tensor> ParamsWithGrads(int undefined) {
+  std::vector<at::Tensor> grads = MixedGrads(), params;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    at::Tensor p = at::zeros(grads[i].sizes(), grads[i].options()).requires_grad_(true);
+    if (static_cast<int>(i) != undefined) p.mutable_grad() = grads[i].clone();  // keeps strides
+    params.push_back(p);
+  }
+  return params;
+}
+
+TEST(GradientBucketsTest, SameMeansAndBucketsAsAllReduceMeanGradientsWithoutCopies) {
+  for (int64_t bucket_bytes : {int64_t{1}, int64_t{64}, int64_t{200}, kDefaultBucketBytes}) {
+    SCOPED_TRACE("bucket_bytes=" + std::to_string(bucket_bytes));
+    std::vector<at::Tensor> params = ParamsWithGrads(/*undefined=*/5);
+    std::vector<at::Tensor> expected;
+    for (const at::Tensor& p : params)
+      expected.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
+    FakeFourRanks reference;
+    ASSERT_TRUE(AllReduceMeanGradients(reference, expected, bucket_bytes).ok());
+
+    FakeFourRanks fake;
+    GradientBuckets buckets(params, bucket_bytes);
+    EXPECT_EQ(buckets.bytes(), 0);  // nothing allocated before the first use
+    ASSERT_TRUE(buckets.AllReduceMean(fake).ok());
+    EXPECT_TRUE(buckets.Attached());
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(at::equal(params[i].grad(), expected[i])) << "tensor " << i;
+      EXPECT_EQ(params[i].grad().sizes(), params[i].sizes());
+    }
+    // The same collectives as the packing path: one per bucket, same dtypes and sizes.
+    ASSERT_EQ(fake.calls.size(), reference.calls.size());
+    for (size_t b = 0; b < fake.calls.size(); ++b) {
+      EXPECT_EQ(fake.calls[b].bytes, reference.calls[b].bytes) << "bucket " << b;
+      EXPECT_EQ(fake.calls[b].dtype, reference.calls[b].dtype) << "bucket " << b;
+    }
+    EXPECT_EQ(buckets.num_buckets(), fake.calls.size());
+    // Steps after the first reuse the same memory: no allocation, gradients stay in the slots.
+    std::vector<const void*> flat_ptrs, grad_ptrs;
+    for (const at::Tensor& f : buckets.flats()) flat_ptrs.push_back(f.data_ptr());
+    for (const at::Tensor& p : params) grad_ptrs.push_back(p.grad().data_ptr());
+    const int64_t bytes = buckets.bytes();
+    for (int step = 0; step < 3; ++step) {
+      buckets.Zero();
+      for (const at::Tensor& p : params) EXPECT_EQ(p.grad().count_nonzero().item<int64_t>(), 0);
+      ASSERT_TRUE(buckets.AllReduceMean(fake).ok());
+      for (const at::Tensor& p : params) EXPECT_TRUE(at::equal(p.grad(), at::full_like(p, 1.5)));
+    }
+    EXPECT_EQ(buckets.bytes(), bytes);
+    for (size_t b = 0; b < flat_ptrs.size(); ++b)
+      EXPECT_EQ(buckets.flats()[b].data_ptr(), flat_ptrs[b]);
+    for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(params[i].grad().data_ptr(), grad_ptrs[i]);
+  }
+}
+
+TEST(GradientBucketsTest, BackwardAccumulatesIntoTheSlotsAndZeroGradStillWorks) {
+  at::manual_seed(3);
+  const at::Tensor w = at::randn({4, 3}).requires_grad_(true);
+  const at::Tensor b = at::randn({3}).requires_grad_(true);
+  const at::Tensor x = at::randn({5, 4});
+  auto backward = [&] { (x.mm(w) + b).pow(2).sum().backward(); };
+  backward();
+  const at::Tensor gw = w.grad().clone(), gb = b.grad().clone();
+  GradientBuckets buckets({w, b}, kDefaultBucketBytes);
+  buckets.Attach();  // keeps the values
+  ASSERT_EQ(buckets.num_buckets(), 1u);
+  EXPECT_TRUE(at::equal(w.grad(), gw));
+  EXPECT_TRUE(at::equal(b.grad(), gb));
+  const void* slot = w.grad().data_ptr();
+  buckets.Zero();
+  backward();
+  backward();  // accumulates in place, into the slot
+  EXPECT_EQ(w.grad().data_ptr(), slot);
+  EXPECT_TRUE(at::allclose(w.grad(), 2 * gw));
+  EXPECT_TRUE(at::allclose(b.grad(), 2 * gb));
+  // optimizer.zero_grad() does detach_() then zero_() on every gradient: it must still work.
+  for (const at::Tensor& p : {w, b}) {
+    EXPECT_NO_THROW(p.mutable_grad().detach_());
+    p.mutable_grad().zero_();
+  }
+  EXPECT_TRUE(buckets.Attached());
+  EXPECT_EQ(buckets.flats()[0].count_nonzero().item<int64_t>(), 0);
+}
+
+TEST(GradientBucketsTest, ReattachesAReplacedGradient) {
+  std::vector<at::Tensor> params = ParamsWithGrads(/*undefined=*/-1);
+  GradientBuckets buckets(params, 200);
+  buckets.Attach();
+  params[0].mutable_grad() = at::ones_like(params[0]);  // someone replaced it
+  EXPECT_FALSE(buckets.Attached());
+  FakeFourRanks fake;
+  ASSERT_TRUE(buckets.AllReduceMean(fake).ok());
+  EXPECT_TRUE(buckets.Attached());
+  EXPECT_TRUE(at::equal(params[0].grad(), at::full_like(params[0], 2.5)));
+  params[1].mutable_grad() = at::Tensor();  // or reset
+  buckets.Zero();
+  EXPECT_TRUE(buckets.Attached());
+  EXPECT_TRUE(at::equal(params[1].grad(), at::zeros_like(params[1])));
+}
+
 TEST(BucketsTest, MeanGradientsRejectsBadInputBeforeCommunicating) {
   FakeFourRanks fake;
   std::vector<at::Tensor> undefined = {at::zeros({3}), at::Tensor()};

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -280,6 +281,83 @@ Status AllReduceMeanGradients(Communicator& comm, const std::vector<at::Tensor>&
       return Status::Ok();
     });
   });
+}
+
+GradientBuckets::GradientBuckets(std::vector<at::Tensor> params, int64_t bucket_bytes)
+    : params_(std::move(params)),
+      plan_(PlanBuckets(params_, bucket_bytes > 0 ? bucket_bytes : kDefaultBucketBytes)),
+      where_(params_.size(), {SIZE_MAX, 0}) {
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    int64_t off = 0;
+    for (size_t i : plan_[b]) {
+      where_[i] = {b, off};
+      off += params_[i].numel();
+    }
+  }
+}
+
+void GradientBuckets::Attach() {
+  const at::NoGradGuard no_grad;
+  if (flats_.empty()) {
+    slots_.resize(params_.size());
+    for (const std::vector<size_t>& bucket : plan_) {
+      const at::Tensor& first = params_[bucket.front()];
+      int64_t total = 0;
+      for (size_t i : bucket) total += params_[i].numel();
+      at::Tensor flat = at::zeros({total}, first.options().requires_grad(false));
+      for (size_t i : bucket) {
+        // detach(): an alias without autograd view tracking, so detach_() on the gradient works.
+        slots_[i] =
+            flat.narrow(0, where_[i].second, params_[i].numel()).view(params_[i].sizes()).detach();
+      }
+      flats_.push_back(std::move(flat));
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (where_[i].first == SIZE_MAX) continue;  // empty or undefined: no slot
+    at::Tensor& grad = params_[i].mutable_grad();
+    if (grad.defined() && grad.data_ptr() == slots_[i].data_ptr()) continue;
+    if (grad.defined()) {
+      slots_[i].copy_(grad);
+    } else {
+      slots_[i].zero_();
+    }
+    grad = slots_[i];
+  }
+}
+
+bool GradientBuckets::Attached() const {
+  if (flats_.empty()) return false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (where_[i].first == SIZE_MAX) continue;
+    const at::Tensor& grad = params_[i].grad();
+    if (!grad.defined() || grad.data_ptr() != slots_[i].data_ptr()) return false;
+  }
+  return true;
+}
+
+void GradientBuckets::Zero() {
+  if (!Attached()) Attach();
+  for (at::Tensor& flat : flats_) flat.zero_();
+}
+
+Status GradientBuckets::AllReduceMean(Communicator& comm) {
+  return Guarded("GradientBuckets::AllReduceMean", [&]() -> Status {
+    if (!Attached()) Attach();
+    const int world = comm.world_size();
+    if (world == 1) return Status::Ok();
+    for (at::Tensor& flat : flats_) {
+      RDATTN_RETURN_IF_ERROR(comm.AllReduceSum(flat));
+      flat.div_(static_cast<double>(world));  // as AllReduceMeanGradients
+    }
+    return Status::Ok();
+  });
+}
+
+int64_t GradientBuckets::bytes() const {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : flats_) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
 }
 
 Status BroadcastTensors(Communicator& comm, const std::vector<at::Tensor>& tensors, int root,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -40,6 +41,46 @@ std::vector<std::vector<size_t>> PlanBuckets(const std::vector<at::Tensor>& tens
 // checks this at start).
 Status AllReduceMeanGradients(Communicator& comm, const std::vector<at::Tensor>& grads,
                               int64_t bucket_bytes = kDefaultBucketBytes);
+
+// Persistent flat gradient buckets (what PyTorch DDP calls gradient_as_bucket_view): every
+// parameter's gradient becomes a slot of one flat tensor per bucket (PlanBuckets of the
+// parameters, so the same buckets as AllReduceMeanGradients), and the all-reduce runs in place on
+// the flat tensors: no packing, no unpacking, no allocation per step. Backward accumulates into
+// the slots (LibTorch adds into a defined gradient in place), and Zero() clears them all in one
+// fill per bucket.
+//
+// The slots are aliases made without autograd view tracking, so optimizer.zero_grad()'s
+// detach_() still works on them. A parameter whose gradient was replaced by another tensor (or
+// reset to undefined) is re-attached by the next Attach()/AllReduceMean, its value kept; the check
+// is one pointer compare per parameter. Parameters must be floating point and keep their shapes.
+// Not thread-safe.
+class GradientBuckets {
+ public:
+  GradientBuckets(std::vector<at::Tensor> params, int64_t bucket_bytes = kDefaultBucketBytes);
+
+  // Points every parameter's gradient at its slot, keeping its current value (zeros where it is
+  // undefined). The flat tensors are allocated on the first call and kept.
+  void Attach();
+  // Every parameter's gradient is its slot.
+  bool Attached() const;
+  // Every gradient to zero (Attach() first if needed).
+  void Zero();
+  // Replaces every gradient by its mean over ranks: Attach() if needed, then per bucket one
+  // in-place AllReduceSum and one division by the world size (bitwise what
+  // AllReduceMeanGradients computes). World size 1: only Attach(). A collective.
+  Status AllReduceMean(Communicator& comm);
+
+  const std::vector<at::Tensor>& flats() const { return flats_; }
+  size_t num_buckets() const { return plan_.size(); }
+  int64_t bytes() const;  // of the flat tensors (0 before the first Attach)
+
+ private:
+  std::vector<at::Tensor> params_;
+  std::vector<std::vector<size_t>> plan_;
+  std::vector<at::Tensor> flats_;                  // one per bucket, allocated by Attach
+  std::vector<at::Tensor> slots_;                  // per parameter: its gradient's storage
+  std::vector<std::pair<size_t, int64_t>> where_;  // per parameter: (bucket, element offset)
+};
 
 // In place: every rank's tensors become `root`'s, moved in flat buckets (PlanBuckets).
 // Precondition: the same dtypes and shapes on every rank. Tensors may require grad (written

@@ -3,6 +3,7 @@
 // or CUDA headers here: those live in mpi_communicator.cc and nccl_communicator.cc.
 #include "worker/comm/communicator.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -60,6 +61,13 @@ StatusOr<std::unique_ptr<Communicator>> Nccl(const std::string& requested) {
 }
 
 }  // namespace
+
+Status Communicator::AllReduceSumHost(double* values, int64_t n) {
+  if (n < 0) return InvalidArgumentError("AllReduceSumHost: negative count");
+  if (n > 0 && values == nullptr) return InvalidArgumentError("AllReduceSumHost: null values");
+  if (world_size() == 1) return Status::Ok();
+  return UnimplementedError(backend() + " AllReduceSumHost: not provided by this backend");
+}
 
 std::unique_ptr<Communicator> MakeLocalCommunicator() {
   return std::make_unique<LocalCommunicator>();

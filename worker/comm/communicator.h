@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,10 @@ class Communicator {
   // [0, world_size), else INVALID_ARGUMENT.
   virtual Status Broadcast(at::Tensor& t, int root) = 0;
   virtual Status Barrier() = 0;
+  // In-place sum over ranks of `n` doubles in host memory, without waiting on any device stream
+  // (nccl: over its MPI communicator), for small host-side votes. The default serves world size
+  // 1 (nothing to do) and is UNIMPLEMENTED otherwise; mpi and nccl override it. n ≥ 0.
+  virtual Status AllReduceSumHost(double* values, int64_t n);
 };
 
 // World size 1: collectives validate their arguments and return; data are untouched.

@@ -166,6 +166,15 @@ class MpiCommunicator final : public Communicator {
     return Status::Ok();
   }
 
+  Status AllReduceSumHost(double* values, int64_t n) override {
+    if (n < 0 || n > kMaxCount) return InvalidArgumentError("mpi AllReduceSumHost: bad count");
+    if (n == 0) return Status::Ok();
+    if (values == nullptr) return InvalidArgumentError("mpi AllReduceSumHost: null values");
+    RDATTN_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, comm_));
+    return Status::Ok();
+  }
+
  private:
   // Runs `op` on a contiguous host copy of `t` in `dtype`, then copies the result back into `t`.
   template <typename Op>

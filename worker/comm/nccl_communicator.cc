@@ -12,6 +12,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -170,6 +172,16 @@ class NcclCommunicator final : public Communicator {
     RDATTN_CUDA_CHECK(cudaSetDevice(device_));
     RDATTN_CUDA_CHECK(cudaDeviceSynchronize());
     RDATTN_MPI_CHECK(MPI_Barrier(mpi_));
+    return Status::Ok();
+  }
+
+  // Host values over MPI: no CUDA call, so it never waits on the device.
+  Status AllReduceSumHost(double* values, int64_t n) override {
+    if (n < 0 || n > INT_MAX) return InvalidArgumentError("nccl AllReduceSumHost: bad count");
+    if (n == 0) return Status::Ok();
+    if (values == nullptr) return InvalidArgumentError("nccl AllReduceSumHost: null values");
+    RDATTN_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, mpi_));
     return Status::Ok();
   }
 
