@@ -73,9 +73,9 @@ AutocastGuard::~AutocastGuard() {
 }
 
 at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin,
-                     size_t end, at::Device device) {
+                     size_t end, at::Device device, bool pinned) {
   const int64_t n = static_cast<int64_t>(end - begin), w = index.context() + 1;
-  at::Tensor batch = at::empty({n, w}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor batch = at::empty({n, w}, at::TensorOptions().dtype(at::kLong).pinned_memory(pinned));
   int64_t* out = batch.data_ptr<int64_t>();
   for (size_t i = begin; i < end; ++i)
     index.Copy(windows[i], out + static_cast<int64_t>(i - begin) * w);

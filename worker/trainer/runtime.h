@@ -42,8 +42,9 @@ class AutocastGuard {
   bool on_;
 };
 
-// [end - begin, context+1] int64 token windows windows[begin, end) on `device`.
+// [end - begin, context+1] int64 token windows windows[begin, end) on `device`; `pinned`: in
+// page-locked host memory (a CPU tensor to copy to CUDA without blocking; needs CUDA LibTorch).
 at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin,
-                     size_t end, at::Device device);
+                     size_t end, at::Device device, bool pinned = false);
 
 }  // namespace rdattn::trainer

@@ -14,7 +14,9 @@
 #include "common/run_config.h"
 #include "common/status.h"
 #include "model/gpt.h"
+#include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
+#include "worker/trainer/prefetcher.h"
 #include "worker/trainer/runtime.h"
 #include "worker/trainer/sampler.h"
 #include "worker/trainer/step_actions.h"
@@ -30,35 +32,84 @@ inline double Seconds(Clock::time_point a, Clock::time_point b) {
 // group's lr before each step (LearningRate), so the options' own lr is never used.
 std::vector<torch::optim::OptimizerParamGroup> AdamWGroups(model::Gpt& model, const OptimConfig& o);
 
-// Forward and backward over this rank's windows of the step, in grad_accum_steps micro-batches
-// of micro_batch_sequences; the gradients accumulate (each loss is divided by their number).
-struct Accumulated {
-  double loss_sum = 0;  // of the divided losses: this rank's mean loss
-  double data_seconds = 0;
+// This rank's micro-batches of steps [first_step, stop_step), in training order, made up to
+// kPrefetchDepth micro-batches ahead by a background thread (Prefetcher) while the loop computes:
+// window copies out of the shards into [micro_batch_sequences, context+1] int64 host tensors
+// (pinned when the run is on CUDA, then copied to the device without blocking). The same windows in
+// the same order as making them in the loop, so losses are bitwise unchanged. The sampler is
+// copied: the thread never shares the loop's.
+inline constexpr size_t kPrefetchDepth = 2;
+class MicroBatches {
+ public:
+  MicroBatches(const WindowIndex& index, const Sampler& sampler, const ScheduleConfig& s, int rank,
+               int world, int64_t first_step, const Runtime& rt);
+  // The next micro-batch on the run's device. Throws past the last one, and rethrows an error of
+  // the thread that made it.
+  at::Tensor Next();
+
+ private:
+  at::Device device_;
+  Prefetcher<at::Tensor> prefetch_;
 };
-Accumulated ForwardBackward(model::Gpt& model, const WindowIndex& index,
-                            const std::vector<int64_t>& windows, const ScheduleConfig& s,
+
+// Forward and backward over this rank's windows of the step, in grad_accum_steps micro-batches
+// taken from `batches`; the gradients accumulate (each loss is divided by their number).
+// Nothing here waits for the device: the loss sum stays a tensor.
+struct Accumulated {
+  at::Tensor loss_sum;      // float64 scalar on the device: the sum of the divided losses
+  double data_seconds = 0;  // waiting for the micro-batches (the prefetcher is usually ahead)
+};
+Accumulated ForwardBackward(model::Gpt& model, MicroBatches& batches, const ScheduleConfig& s,
                             const Runtime& rt);
 
-// Every parameter's gradient (zeros where the step reached none), averaged over the ranks in
-// buckets; `seconds` is the all-reduce's wall time, CUDA synchronised on both sides. A collective.
-StatusOr<std::vector<at::Tensor>> AllReduceGradients(std::vector<at::Tensor>& params,
-                                                     comm::Communicator& comm, int64_t bucket_bytes,
-                                                     const Runtime& rt, double* seconds);
+// Every parameter's gradient averaged over the ranks: world size 1 only zero-fills the gradients
+// a step did not produce; otherwise the gradients live in `buckets` (persistent flat buckets,
+// attached on the first call) and are all-reduced in place there. `seconds` is the call's host
+// wall time (on CUDA it includes waiting for the backward: the NCCL backend waits on the stream).
+// A collective.
+Status AllReduceGradients(std::vector<at::Tensor>& params, comm::GradientBuckets& buckets,
+                          comm::Communicator& comm, double* seconds);
 
-// The global L2 norm of the gradients before clipping; clipped to `clip` when it is > 0.
-double ClipGradients(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
-                     double clip);
+// Before the backward: every gradient to zero (one fill per bucket once they are attached, else
+// optimizer.zero_grad()).
+void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& buckets);
 
-// One small all-reduce after the step: the mean loss over ranks, whether any rank must stop, and
-// whether rank 0 saw a newer attempt's fence: then `fenced` on rank 0 and ABORTED (naming `dir`)
-// on the others. A collective.
-struct Vote {
-  double loss = 0;
-  StopVote stop = StopVote::kContinue;
+// Clips the gradients to global L2 norm `clip` when it is > 0, with exactly the operations of
+// torch::nn::utils::clip_grad_norm_, and returns the norm before clipping as a device scalar
+// without reading it (clip_grad_norm_'s return value waits for the device). clip ≤ 0: the norm
+// only, in float64.
+at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip);
+
+// The vote after every step, and the per-step mean losses over ranks.
+// - Host (CPU runs): one all-reduce of three host doubles per step (this rank's loss sum, the stop
+//   flag, rank 0's fence flag); each step's loss is known at its step.
+// - Deferred (CUDA runs): the flags alone go through Communicator::AllReduceSumHost, which never
+//   waits on the device; the loss sums stay on the device and TakeLosses() reduces and reads all
+//   pending ones at once. The loop calls it at the logging cadence and before evaluation,
+//   checkpoints and the end, so a non-finite loss is still reported with its own step, only
+//   later.
+// A fenced vote returns `fenced` on rank 0 and ABORTED (naming `dir`) on the others.
+struct StepLoss {
+  int64_t step = 0;  // completed steps
+  double loss = 0;   // mean over the global batch
 };
-StatusOr<Vote> VoteAfterStep(comm::Communicator& comm, const Runtime& rt, double loss_sum,
-                             bool stop_local, const Status& fenced, const std::string& dir);
+class StepVoter {
+ public:
+  StepVoter(comm::Communicator& comm, bool deferred);
+  bool deferred() const { return deferred_; }
+  // A collective.
+  StatusOr<StopVote> Vote(int64_t completed, const at::Tensor& loss_sum, bool stop_local,
+                          const Status& fenced, const std::string& dir);
+  // The steps voted since the last call, in order. A collective when deferred.
+  StatusOr<std::vector<StepLoss>> TakeLosses();
+
+ private:
+  comm::Communicator& comm_;
+  bool deferred_;
+  std::vector<StepLoss> ready_;   // host mode: read at the vote
+  std::vector<int64_t> pending_;  // deferred: their steps
+  std::vector<at::Tensor> sums_;  // deferred: this rank's loss sums, on the device
+};
 
 // Every rank learns whether all ranks succeeded; a failure anywhere fails everywhere: `local` on
 // the ranks that failed, `elsewhere` on the others. A collective.

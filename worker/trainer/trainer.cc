@@ -9,7 +9,6 @@
 #include "worker/trainer/trainer.h"
 
 #include <ATen/Parallel.h>
-#include <torch/cuda.h>
 #include <torch/optim/adamw.h>
 
 #include <algorithm>
@@ -22,7 +21,7 @@
 
 #include "common/log.h"
 #include "model/gpt.h"
-#include "worker/comm/buckets.h"          // provides: BroadcastAndVerify
+#include "worker/comm/buckets.h"          // provides: BroadcastAndVerify, GradientBuckets
 #include "worker/data/shard.h"            // provides: data::Shard
 #include "worker/trainer/checkpoint.h"    // provides: CheckpointMeta, Save/LoadCheckpoint
 #include "worker/trainer/evaluate.h"      // provides: Evaluate, DepthJson
@@ -33,7 +32,7 @@
 #include "worker/trainer/runtime.h"       // provides: Runtime, AutocastGuard, MakeBatch
 #include "worker/trainer/sampler.h"       // provides: Sampler, WindowIndex, OpenShards
 #include "worker/trainer/step_actions.h"  // provides: After
-#include "worker/trainer/train_step.h"    // provides: ForwardBackward, AllReduceGradients, Vote…
+#include "worker/trainer/train_step.h"    // provides: MicroBatches, ForwardBackward, StepVoter…
 
 namespace rdattn::trainer {
 namespace {
@@ -174,9 +173,16 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     RDATTN_RETURN_IF_ERROR(evaluate(past, m.step, m.tokens));
   }
 
-  // --- The loop.
+  // --- The loop. The micro-batches are made ahead by a background thread (MicroBatches); the
+  // gradients live in persistent flat buckets from the first all-reduce on (world size > 1); on
+  // CUDA nothing waits for the device except the gradient all-reduce (the NCCL backend waits for
+  // its stream) and the loss read-out at the logging cadence (StepVoter).
   model->train();
+  MicroBatches batches(train_index, sampler, s, rank, world, start_step, rt);
+  comm::GradientBuckets buckets(params, cfg.parallel.allreduce_bucket_bytes);
+  StepVoter voter(comm, /*deferred=*/rt.cuda);
   int64_t steps_here = 0;
+  auto t_read = Clock::now();  // deferred: when the first step not yet read out began
   for (int64_t step = start_step; step < s.stop_step; ++step) {
     log::SetStep(step + 1);  // the step being trained: the next TRAIN_STEP event's step
     const auto t_step = Clock::now();
@@ -184,43 +190,53 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     const double lr = LearningRate(cfg.optim, s, step);
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    optimizer.zero_grad();
+    ZeroGradients(optimizer, buckets);
 
     // Forward and backward over this rank's slice of the global batch, then the gradients
     // averaged over ranks, clipped, and the update.
-    const Accumulated acc =
-        ForwardBackward(model, train_index, sampler.RankSlice(step, rank, world), s, rt);
+    const Accumulated acc = ForwardBackward(model, batches, s, rt);
     double allreduce_s = 0;
-    RDATTN_ASSIGN_OR_RETURN(
-        const std::vector<at::Tensor> grads,
-        AllReduceGradients(params, comm, cfg.parallel.allreduce_bucket_bytes, rt, &allreduce_s));
-    const double grad_norm = ClipGradients(params, grads, cfg.optim.grad_clip);
+    RDATTN_RETURN_IF_ERROR(AllReduceGradients(params, buckets, comm, &allreduce_s));
+    const at::Tensor grad_norm = ClipGradients(params, cfg.optim.grad_clip);
     optimizer.step();
 
-    // The mean loss and the stop vote (SIGTERM, --stop-after-steps); rank 0 also looks at the
+    // The stop vote (SIGTERM, --stop-after-steps) with the mean loss; rank 0 also looks at the
     // fence: a newer attempt has claimed the checkpoint directory.
     ++steps_here;
     const bool stop_local = (opts.stop_requested != nullptr && opts.stop_requested->load()) ||
                             (opts.stop_after_steps > 0 && steps_here >= opts.stop_after_steps);
-    RDATTN_ASSIGN_OR_RETURN(const Vote vote, VoteAfterStep(comm, rt, acc.loss_sum, stop_local,
-                                                           rank == 0 ? fence.Check() : Status::Ok(),
-                                                           cfg.checkpoint.dir));
-    if (rt.cuda) torch::cuda::synchronize();
-    const double step_s = Seconds(t_step, Clock::now());
     const int64_t completed = step + 1;
-    if (rank == 0 && opts.losses != nullptr) opts.losses->push_back(vote.loss);
-    if (!std::isfinite(vote.loss)) {
-      const std::string error = "train loss is not finite at step " + std::to_string(completed);
-      emit("FAILED", FailedEvent(completed, vote.loss, error));
-      return InternalError(error);
+    RDATTN_ASSIGN_OR_RETURN(
+        const StopVote stop_vote,
+        voter.Vote(completed, acc.loss_sum, stop_local, rank == 0 ? fence.Check() : Status::Ok(),
+                   cfg.checkpoint.dir));
+    const bool log_step = completed % cfg.train_event_every_steps == 0 ||
+                          completed == s.stop_step || step == start_step;
+    const StepActions next = After(completed, s, cfg.checkpoint, stop_vote);
+    // Deferred (CUDA): the losses are read at the next event, evaluation, checkpoint or end.
+    if (voter.deferred() && !log_step && next.actions.empty() && next.then == AfterStep::kContinue)
+      continue;
+    RDATTN_ASSIGN_OR_RETURN(const std::vector<StepLoss> losses, voter.TakeLosses());
+    // CPU: this step's wall time. Deferred: the mean over the steps just read out.
+    const double step_s = voter.deferred()
+                              ? Seconds(t_read, Clock::now()) / static_cast<double>(losses.size())
+                              : Seconds(t_step, Clock::now());
+    double loss = 0;
+    for (const StepLoss& l : losses) {
+      if (rank == 0 && opts.losses != nullptr) opts.losses->push_back(l.loss);
+      if (!std::isfinite(l.loss)) {
+        const std::string error = "train loss is not finite at step " + std::to_string(l.step);
+        emit("FAILED", FailedEvent(l.step, l.loss, error));
+        return InternalError(error);
+      }
+      loss = l.loss;
     }
-    if (events != nullptr && (completed % cfg.train_event_every_steps == 0 ||
-                              completed == s.stop_step || step == start_step))
+    if (events != nullptr && log_step)
       emit("TRAIN_STEP", TrainStepEvent(where, {.step = completed,
                                                 .tokens = completed * s.global_batch_tokens,
-                                                .train_loss = vote.loss,
+                                                .train_loss = loss,
                                                 .lr = lr,
-                                                .grad_norm = grad_norm,
+                                                .grad_norm = grad_norm.item<double>(),
                                                 .batch_tokens = s.global_batch_tokens,
                                                 .step_seconds = step_s,
                                                 .data_seconds = acc.data_seconds,
@@ -230,13 +246,13 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                                                 .peak_memory_bytes = PeakRssBytes()}));
 
     // Evaluate at a milestone, checkpoint, finish or stop early (step_actions.h).
-    const StepActions next = After(completed, s, cfg.checkpoint, vote.stop);
     for (const StepAction& a : next.actions)
       RDATTN_RETURN_IF_ERROR(a.kind == StepAction::Kind::kEvaluate
                                  ? evaluate(model, completed, a.milestone_tokens)
                                  : write_checkpoint(completed));
     if (next.then == AfterStep::kFinish) break;
     if (next.then == AfterStep::kPreempt) return TrainOutcome::kPreempted;
+    t_read = Clock::now();
   }
 
   // --- The end of the run: test NLL over the test windows.
