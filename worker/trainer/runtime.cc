@@ -4,7 +4,12 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
+#include <climits>
 #include <fstream>
 
 #include "worker/launch_env.h"
@@ -70,6 +75,14 @@ AutocastGuard::~AutocastGuard() {
   at::autocast::set_enabled(false);
 #endif
   at::autocast::clear_cache();
+}
+
+void RetainFreedHostMemory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; a fixed value ends its adaptation
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);   // never give the top of the heap back
+  mallopt(M_TOP_PAD, 64 << 20);         // grow the heap in large steps
+#endif
 }
 
 at::Tensor MakeBatch(const WindowIndex& index, const std::vector<int64_t>& windows, size_t begin,

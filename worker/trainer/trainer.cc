@@ -49,6 +49,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                                    std::to_string(cfg.parallel.world_size) +
                                    " ranks but the launcher started " + std::to_string(world));
   if (cfg.parallel.threads_per_rank > 0) at::set_num_threads(cfg.parallel.threads_per_rank);
+  RetainFreedHostMemory();  // no page faults for the activations of every step (runtime.h)
   RDATTN_ASSIGN_OR_RETURN(const Runtime rt, ResolveRuntime(cfg.parallel, comm));
   const ScheduleConfig& s = cfg.schedule;
 
