@@ -7,9 +7,13 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "worker/comm/buckets.h"
@@ -56,6 +60,43 @@ TEST(MpiCommTest, AllReduceSumIsExact) {
   }
   at::Tensor empty = at::zeros({0}, at::kFloat);
   EXPECT_TRUE(g_comm->AllReduceSum(empty).ok());
+}
+
+TEST(MpiCommTest, AllReduceSumHostSumsEveryRanksDoubles) {
+  double v[3] = {1.0 + g_comm->rank(), 0.5, -2.0 * g_comm->rank()};
+  ASSERT_TRUE(g_comm->AllReduceSumHost(v, 3).ok());
+  const double w = World();
+  EXPECT_EQ(v[0], w * (w + 1) / 2);
+  EXPECT_EQ(v[1], 0.5 * w);
+  EXPECT_EQ(v[2], -w * (w - 1));
+  EXPECT_TRUE(g_comm->AllReduceSumHost(v, 0).ok());
+  EXPECT_EQ(g_comm->AllReduceSumHost(v, -1).code(), StatusCode::kInvalidArgument);
+}
+
+// A rank that arrives early at a collective waits asleep (WaitForPeers), not spinning: its CPU
+// time over a 400 ms wait for the last rank stays well under the wait. A resource check, not a
+// speed one: a loaded machine only lowers the CPU time a spinning rank gets.
+TEST(MpiCommTest, EarlyRanksWaitWithoutSpinning) {
+  if (const char* v = std::getenv("RDATTN_MPI_WAIT"); v != nullptr && std::string(v) == "spin")
+    GTEST_SKIP() << "RDATTN_MPI_WAIT=spin";
+  auto cpu_seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  at::Tensor t = at::ones({1000}, at::kFloat);
+  const bool late = g_comm->rank() == World() - 1;
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const double cpu0 = cpu_seconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(g_comm->AllReduceSum(t).ok());
+  const double cpu = cpu_seconds() - cpu0;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  EXPECT_TRUE(at::equal(t, at::full({1000}, static_cast<float>(World()))));
+  if (!late && wall > 0.2) {
+    EXPECT_LT(cpu, 0.25 * wall) << "cpu " << cpu << " s, wall " << wall;
+  }
 }
 
 TEST(MpiCommTest, ArgumentErrorsAreLocalAndIdenticalOnEveryRank) {

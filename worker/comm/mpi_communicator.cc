@@ -5,12 +5,14 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "worker/comm/communicator.h"
 #include "worker/comm/mpi_util.h"
@@ -91,9 +93,16 @@ std::string What(const std::exception& e) {
   return e.what();
 }
 
+// RDATTN_MPI_WAIT=spin turns WaitForPeers off (OpenMPI's own busy-polling wait).
+bool SleepWhileWaiting() {
+  const char* v = std::getenv("RDATTN_MPI_WAIT");
+  return v == nullptr || std::strcmp(v, "spin") != 0;
+}
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, int rank, int world) : comm_(comm), rank_(rank), world_(world) {}
+  MpiCommunicator(MPI_Comm comm, int rank, int world)
+      : comm_(comm), rank_(rank), world_(world), sleep_while_waiting_(SleepWhileWaiting()) {}
   ~MpiCommunicator() override { internal::FreeComm(&comm_); }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -132,6 +141,7 @@ class MpiCommunicator final : public Communicator {
     if (!t.is_cpu()) {
       return Staged(t, t.scalar_type(), [this](at::Tensor& h) { return AllReduceSum(h); });
     }
+    RDATTN_RETURN_IF_ERROR(WaitForPeers());
     char* data = static_cast<char*>(t.data_ptr());
     const int64_t n = t.numel();
     const int64_t elem = t.element_size();
@@ -170,12 +180,36 @@ class MpiCommunicator final : public Communicator {
     if (n < 0 || n > kMaxCount) return InvalidArgumentError("mpi AllReduceSumHost: bad count");
     if (n == 0) return Status::Ok();
     if (values == nullptr) return InvalidArgumentError("mpi AllReduceSumHost: null values");
+    RDATTN_RETURN_IF_ERROR(WaitForPeers());
     RDATTN_MPI_CHECK(
         MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, comm_));
     return Status::Ok();
   }
 
  private:
+  // Waits until every rank has reached this point, in an MPI_Ibarrier polled with MPI_Test:
+  // a short spin, then sleeps of 20 µs doubling to 200 µs between polls. OpenMPI's blocking
+  // collectives busy-poll, and a rank that arrives early (the gradient all-reduce, after the
+  // slower rank's backward) then spins on a core that the rank it waits for, or anything else
+  // on a shared or oversubscribed machine, could use. The collective that follows starts with
+  // every rank present, so its own spinning is the transfer alone. Costs one barrier (a few µs
+  // on one host) per collective; off with RDATTN_MPI_WAIT=spin and at world size 1.
+  Status WaitForPeers() {
+    if (!sleep_while_waiting_ || world_ == 1) return Status::Ok();
+    MPI_Request request = MPI_REQUEST_NULL;
+    RDATTN_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+    constexpr int kSpinPolls = 64;
+    std::chrono::microseconds nap(20);
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      RDATTN_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (done != 0) return Status::Ok();
+      if (polls < kSpinPolls) continue;
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(200));
+    }
+  }
+
   // Runs `op` on a contiguous host copy of `t` in `dtype`, then copies the result back into `t`.
   template <typename Op>
   Status Staged(at::Tensor& t, at::ScalarType dtype, Op op) {
@@ -193,6 +227,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;  // our duplicate of MPI_COMM_WORLD; never MPI_COMM_NULL while alive
   int rank_;
   int world_;
+  bool sleep_while_waiting_;  // WaitForPeers before AllReduceSum / AllReduceSumHost
 };
 
 }  // namespace
