@@ -26,6 +26,7 @@
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
 #include "worker/data/shard.h"
+#include "worker/trainer/runtime.h"
 #include "worker/trainer/sampler.h"
 
 namespace rdattn::bench {
@@ -59,6 +60,7 @@ int MpiStepMain(const MpiOptions& o) {
   comm::Communicator& comm = **made;
   const int rank = comm.rank(), world = comm.world_size();
   at::set_num_threads(static_cast<int>(o.threads));
+  trainer::RetainFreedHostMemory();  // as rdattn-train does
   if (o.global_batch % world != 0)
     return Fail(rank, "--mpi-batch " + std::to_string(o.global_batch) +
                           " is not divisible by the world size " + std::to_string(world));
@@ -87,21 +89,20 @@ int MpiStepMain(const MpiOptions& o) {
     std::vector<at::Tensor> params = m->parameters();
     if (Status s = comm::BroadcastAndVerify(comm, params); !s.ok()) return Fail(rank, s.ToString());
     auto opt = MakeAdamW(m);
+    comm::GradientBuckets buckets(params, comm::kDefaultBucketBytes);  // as rdattn-train's
     std::vector<double> data_s, compute_s, allreduce_s, optimizer_s, step_s;
     for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
       const auto t0 = Clock::now();
       const at::Tensor batch = MakeBatch(index, sampler.RankSlice(step, rank, world));
       const auto t1 = Clock::now();
-      opt->zero_grad();
-      ForwardBackward(m, batch, cpu);
-      std::vector<at::Tensor> grads;
-      for (auto& p : params) {
-        if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-        grads.push_back(p.grad());
+      if (buckets.Attached()) {
+        buckets.Zero();
+      } else {
+        opt->zero_grad();
       }
+      ForwardBackward(m, batch, cpu);
       const auto t2 = Clock::now();
-      if (Status s = comm::AllReduceMeanGradients(comm, grads); !s.ok())
-        return Fail(rank, s.ToString());
+      if (Status s = buckets.AllReduceMean(comm); !s.ok()) return Fail(rank, s.ToString());
       const auto t3 = Clock::now();
       torch::nn::utils::clip_grad_norm_(params, 1.0);
       opt->step();
