@@ -8,14 +8,18 @@ after the first two. Prints per round the 2 ranks / 1 rank ratio of each binary,
 over the rounds and the per-round ratio of every binary to the first.
 
   tests/bench/trainer_ab.py BEFORE/rdattn-train,AFTER/rdattn-train ROUNDS [ARM]
-  env: WORLDS=1,2 (or 2), STEPS=12, PRESET=cpu-small|cpu-bench, BIND=none (mpirun --bind-to)
+  env: WORLDS=1,2 (or 2), STEPS=12, PRESET=cpu-small|cpu-bench, BIND=none (mpirun --bind-to),
+       MB=N: N sequences per micro-batch at every world size (gradient accumulation makes up the
+       global batch of 16), so 2 ranks / 1 rank measures data parallelism alone; default (0):
+       trainer_bench.py's 2 micro-batches per rank, i.e. 8 sequences at 1 rank and 4 at 2, which
+       also charges 2 ranks for their smaller, less efficient matrix products
 """
 import json, os, statistics, subprocess, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trainer"))
 from trainer_cli_test import corpus, read_events, write_shard  # noqa: E402
 bins = sys.argv[1].split(","); rounds = int(sys.argv[2]); arm = sys.argv[3] if len(sys.argv) > 3 else "block"
 WORLDS = [int(x) for x in os.environ.get("WORLDS", "1,2").split(",")]
-steps = int(os.environ.get("STEPS", "12")); preset = os.environ.get("PRESET", "cpu-small")
+steps = int(os.environ.get("STEPS", "12")); MB = int(os.environ.get("MB", "0")); preset = os.environ.get("PRESET", "cpu-small")
 ctx = {"cpu-small": 128, "cpu-bench": 256}[preset]; batch = 16
 tmp = tempfile.mkdtemp(prefix="rdattn-trainer-ab-")
 shard = os.path.join(tmp, "b_train_000000.bin")
@@ -25,7 +29,7 @@ def run(b, world, tag):
            "data": {"train_shards": [shard], "tokenizer": "byte", "data_seed": 1},
            "optim": {"peak_lr": 1e-3, "warmup_steps": 1},
            "schedule": {"total_tokens": steps * batch * ctx, "global_batch_tokens": batch * ctx,
-                        "micro_batch_sequences": batch // (2 * world)},
+                        "micro_batch_sequences": MB or batch // (2 * world)},
            "parallel": {"world_size": world, "threads_per_rank": 1}}
     p = os.path.join(tmp, tag + ".json"); json.dump(job, open(p, "w")); ev = os.path.join(tmp, tag + ".jsonl")
     cmd = [b, "train", "--job", p, "--events", ev]
