@@ -17,14 +17,21 @@
 //                      auto|fp32|bf16]
 //                      [--gemm-size N] [--gemm-seconds S] [--peak-flops F] [--no-memory]
 //                      [--probe-jobs 2]
-//                      [--no-flop-check] [--no-mpi] [--mpirun PATH] [--mpi-preset P]
+//                      [--flop-check|--no-flop-check] [--no-mpi] [--mpirun PATH] [--mpi-preset P]
 //                      [--mpi-batch 4] [--mpi-steps 5] [--json FILE]
-// Internal modes: --memory-probe ARM (child), --mpi-step (under mpirun), --gpu-checks.
+// Internal modes (child processes of this binary): --memory-probe ARM, --mpi-step (under
+// mpirun), --gpu-checks [--check-preset P]; they take one preset (--preset P).
+//
+// The command line is CLI11's (common/cli.h): `--help` lists every flag with its default,
+// --flag_name is also accepted, and a usage error is one line
+// "rdattn_model_bench: MESSAGE (see --help)" with exit 2. Exit 3: --device/--precision cannot
+// run here (e.g. cuda without a GPU); 1: any other failure.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cli.h"
 #include "model/gpt.h"
 #include "tests/bench/bench_common.h"
 
@@ -45,10 +53,7 @@ namespace {
 using rdattn::model::Arm;
 namespace bench = rdattn::bench;
 
-[[noreturn]] void Usage(const std::string& msg) {
-  std::fprintf(stderr, "rdattn_model_bench: %s\n", msg.c_str());
-  std::exit(2);
-}
+constexpr int kExitUsage = 2, kExitDevice = 3;
 
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
@@ -58,15 +63,44 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-std::vector<Arm> ParseArms(const std::string& list) {
-  std::vector<Arm> arms;
+// The arms of `list` (comma-separated) in *arms; else the usage error.
+std::string ParseArms(const std::string& list, std::vector<Arm>* arms) {
+  arms->clear();
   for (const std::string& name : Split(list)) {
     auto arm = rdattn::model::ParseArm(name);
-    if (!arm) Usage("--arms: unknown arm '" + name + "'; valid: " + rdattn::model::ValidArmNames());
-    arms.push_back(*arm);
+    if (!arm) return "--arms: unknown arm '" + name + "'; valid: " + rdattn::model::ValidArmNames();
+    arms->push_back(*arm);
   }
-  if (arms.empty()) Usage("--arms: empty list");
-  return arms;
+  if (arms->empty()) return "--arms: empty list";
+  return "";
+}
+
+// Checks for the numeric flags, in the style of cli::NonNegativeInteger ("--rounds: 'x' is not
+// a positive integer").
+CLI::Validator PositiveInteger() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno != 0 || v < 1)
+          return "'" + text + "' is not a positive integer";
+        return "";
+      },
+      "POSITIVE");
+}
+
+CLI::Validator NonNegativeNumber() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno != 0 || !(v >= 0) || !std::isfinite(v))
+          return "'" + text + "' is not a number >= 0";
+        return "";
+      },
+      "NONNEGATIVE");
 }
 
 std::string Name(Arm a) { return std::string(rdattn::model::ArmName(a)); }
@@ -99,6 +133,93 @@ struct Options {
   int64_t probe_jobs = 2;  // memory probes at a time
   std::string json;
 };
+
+// The internal modes: this binary's child processes (bench_train.cc's memory probes, the MPI
+// step under mpirun) and scripts/gpu_check.sh's device checks.
+struct Internal {
+  std::string probe;  // --memory-probe ARM
+  bool mpi_step = false, gpu_checks = false;
+  std::string check_preset = "cpu-small";
+};
+
+// One option per flag. The lists of names (--presets, --arms) and the presets of --primary,
+// --mpi-preset and the internal modes are checked after parsing, in Run().
+void AddFlags(CLI::App& app, Options& o, Internal& in, std::string& arms) {
+  // --presets and --preset write the same list: the later one on the command line wins.
+  app.add_option_function<std::string>(
+         "--presets", [&o](const std::string& v) { o.presets = Split(v); },
+         "presets to run, comma-separated (S, M, tiny, cpu-small, cpu-bench)")
+      ->default_str("cpu-small,cpu-bench")
+      ->trigger_on_parse();
+  app.add_option_function<std::string>(
+         "--preset", [&o](const std::string& v) { o.presets = {v}; },
+         "one preset: --presets with a single name (what the internal modes take)")
+      ->trigger_on_parse();
+  app.add_option("--primary", o.primary,
+                 "the preset of the top-level JSON keys (one of --presets; default: cpu-bench when "
+                 "it runs, else the last of --presets)");
+  app.add_option("--arms", arms, "arms, comma-separated (" + rdattn::model::ValidArmNames() + ")");
+  app.add_option("--batch", o.batch, "sequences per step")->check(PositiveInteger());
+  app.add_option("--rounds", o.rounds, "round-robin rounds over the arms")
+      ->check(PositiveInteger());
+  app.add_option("--steps", o.steps,
+                 "full steps per arm and round (--mpi-step: timed steps per arm)")
+      ->check(PositiveInteger());
+  app.add_option("--warmup", o.warmup, "untimed full steps per arm before the rounds")
+      ->check(rdattn::cli::NonNegativeInteger());
+  app.add_option("--threads", o.threads, "LibTorch (OpenMP) threads")->check(PositiveInteger());
+  app.add_option("--device", o.device, "cpu or cuda (GPU 0)");
+  app.add_option("--precision", o.precision,
+                 "auto, fp32 or bf16 (autocast; cuda only); auto: bf16 on cuda, fp32 on cpu");
+  app.add_option("--gemm-size", o.gemm_size,
+                 "side of the square GEMM of the peak; 0: 1024 on cpu, 8192 on cuda")
+      ->check(rdattn::cli::NonNegativeInteger());
+  app.add_option("--gemm-seconds", o.gemm_seconds, "seconds to time the GEMM peak for")
+      ->check(NonNegativeNumber());
+  app.add_option("--peak-flops", o.peak_flops,
+                 "a documented peak FLOP/s: adds MFU (achieved / F); 0: none")
+      ->check(NonNegativeNumber());
+  app.add_flag_callback(
+      "--no-memory", [&o] { o.memory = false; }, "no peak-memory probes (child processes)");
+  app.add_option("--probe-jobs", o.probe_jobs, "memory probes (child processes) at a time")
+      ->check(PositiveInteger());
+  // --flop-check and --no-flop-check: the later one on the command line wins.
+  app.add_flag_callback(
+         "--flop-check", [&o] { o.flop_check = o.flop_check_set = true; },
+         "cross-check the FLOP count against the dispatcher's matmuls (default: on for cpu, off "
+         "for cuda)")
+      ->trigger_on_parse();
+  app.add_flag_callback(
+         "--no-flop-check",
+         [&o] {
+           o.flop_check = false;
+           o.flop_check_set = true;
+         },
+         "no FLOP cross-check")
+      ->trigger_on_parse();
+  app.add_flag_callback(
+      "--no-mpi", [&o] { o.mpi = false; }, "skip the 2-rank MPI step");
+  app.add_option("--mpirun", o.mpirun, "mpirun of the MPI step (default: the one CMake found)");
+  app.add_option("--mpi-preset", o.mpi_preset, "preset of the MPI step (default: --primary)");
+  app.add_option("--mpi-batch", o.mpi_batch,
+                 "global batch of the MPI step in sequences (each rank takes its half)")
+      ->check(PositiveInteger());
+  app.add_option("--mpi-steps", o.mpi_steps, "timed steps per arm of the MPI step")
+      ->check(PositiveInteger());
+  app.add_option("--json", o.json, "write every figure to this JSON file");
+
+  const std::string internal = "Internal modes (child processes of this binary)";
+  app.add_option("--memory-probe", in.probe,
+                 "print the peak memory of two full steps of ARM on --preset, --batch")
+      ->group(internal);
+  app.add_flag("--mpi-step", in.mpi_step,
+               "one rank of the MPI step (under mpirun): --preset, --arms, --mpi-batch, --steps")
+      ->group(internal);
+  app.add_flag("--gpu-checks", in.gpu_checks,
+               "check the --device forward against the CPU's and T6, on --check-preset")
+      ->group(internal);
+  app.add_option("--check-preset", in.check_preset, "preset of --gpu-checks")->group(internal);
+}
 
 // Runs the 2-rank MPI step through mpirun; the parsed JSON of rank 0, or a {"error": …} object.
 nlohmann::json RunMpiStep(const Options& o) {
@@ -147,117 +268,39 @@ double Ratio(double a, double b) { return (a > 0 && b > 0) ? a / b : 0; }
 }  // namespace
 
 int Run(int argc, char** argv) {
+  CLI::App app(
+      "The benchmark suite (docs/benchmarks.md): GEMM peak; per preset and arm, tokens/s, peak\n"
+      "memory and FLOPs of full training steps; the 2-rank MPI step. Exit codes: 0 done; 2 bad\n"
+      "usage; 3 --device/--precision cannot run here; 1 any other failure.",
+      "rdattn_model_bench");
+  rdattn::cli::Setup(app);
   Options o;
-  std::string arms_arg = "standard,block,rd,frozen_v,average", probe, check_preset = "cpu-small";
-  bool mpi_step = false, gpu_checks = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Usage("missing value for " + a);
-      return argv[++i];
-    };
-    auto next_int = [&]() -> int64_t {
-      const std::string v = next();
-      try {
-        size_t used = 0;
-        const long long x = std::stoll(v, &used);
-        if (used == v.size()) return x;
-      } catch (const std::exception&) {
-      }
-      Usage(a + ": expected an integer, got '" + v + "'");
-    };
-    auto next_double = [&]() -> double {
-      const std::string v = next();
-      try {
-        size_t used = 0;
-        const double x = std::stod(v, &used);
-        if (used == v.size()) return x;
-      } catch (const std::exception&) {
-      }
-      Usage(a + ": expected a number, got '" + v + "'");
-    };
-    if (a == "--presets")
-      o.presets = Split(next());
-    else if (a == "--preset")
-      o.presets = {next()};
-    else if (a == "--primary")
-      o.primary = next();
-    else if (a == "--arms")
-      arms_arg = next();
-    else if (a == "--batch")
-      o.batch = next_int();
-    else if (a == "--rounds")
-      o.rounds = next_int();
-    else if (a == "--steps")
-      o.steps = next_int();
-    else if (a == "--warmup")
-      o.warmup = next_int();
-    else if (a == "--threads")
-      o.threads = next_int();
-    else if (a == "--device")
-      o.device = next();
-    else if (a == "--precision")
-      o.precision = next();
-    else if (a == "--gemm-size")
-      o.gemm_size = next_int();
-    else if (a == "--gemm-seconds")
-      o.gemm_seconds = next_double();
-    else if (a == "--peak-flops")
-      o.peak_flops = next_double();
-    else if (a == "--probe-jobs")
-      o.probe_jobs = next_int();
-    else if (a == "--no-memory")
-      o.memory = false;
-    else if (a == "--flop-check")
-      o.flop_check = o.flop_check_set = true;
-    else if (a == "--no-flop-check") {
-      o.flop_check = false;
-      o.flop_check_set = true;
-    } else if (a == "--no-mpi")
-      o.mpi = false;
-    else if (a == "--mpirun")
-      o.mpirun = next();
-    else if (a == "--mpi-preset")
-      o.mpi_preset = next();
-    else if (a == "--mpi-batch")
-      o.mpi_batch = next_int();
-    else if (a == "--mpi-steps")
-      o.mpi_steps = next_int();
-    else if (a == "--json")
-      o.json = next();
-    else if (a == "--memory-probe")
-      probe = next();
-    else if (a == "--mpi-step")
-      mpi_step = true;
-    else if (a == "--gpu-checks")
-      gpu_checks = true;
-    else if (a == "--check-preset")
-      check_preset = next();
-    else
-      Usage("unknown flag " + a + " (see the comment at the top of tests/bench/model_bench.cc)");
-  }
-  if (o.batch < 1 || o.rounds < 1 || o.steps < 1 || o.threads < 1 || o.mpi_batch < 1 ||
-      o.mpi_steps < 1 || o.warmup < 0 || o.probe_jobs < 1)
-    Usage("batch, rounds, steps, threads, mpi-batch and mpi-steps must be >= 1, warmup >= 0");
-  if (o.gemm_seconds < 0 || o.peak_flops < 0) Usage("--gemm-seconds and --peak-flops must be >= 0");
-  o.arms = ParseArms(arms_arg);
-  if (o.presets.empty()) Usage("--presets: empty list");
+  Internal in;
+  std::string arms_arg = "standard,block,rd,frozen_v,average";
+  AddFlags(app, o, in, arms_arg);
+  if (const int code = rdattn::cli::Parse(app, argc, argv, kExitUsage); code >= 0) return code;
+  auto usage = [&](const std::string& message) {
+    return rdattn::cli::Usage(app, message, kExitUsage);
+  };
+  if (const std::string err = ParseArms(arms_arg, &o.arms); !err.empty()) return usage(err);
+  if (o.presets.empty()) return usage("--presets: empty list");
   for (const std::string& p : o.presets)
     if (!rdattn::model::Preset(p, Arm::kBlock))
-      Usage("--preset: unknown preset '" + p + "'; valid: S, M, tiny, cpu-small, cpu-bench");
+      return usage("--presets: unknown preset '" + p +
+                   "'; valid: S, M, tiny, cpu-small, cpu-bench");
   bench::DeviceSpec dev;
   if (const std::string err = bench::ResolveDevice(o.device, o.precision, &dev); !err.empty()) {
     std::fprintf(stderr, "rdattn_model_bench: %s\n", err.c_str());
-    return 3;
+    return kExitDevice;
   }
 
   // Internal modes.
-  if (!probe.empty()) {
-    auto arm = rdattn::model::ParseArm(probe);
-    if (!arm) Usage("--memory-probe: unknown arm '" + probe + "'");
+  if (!in.probe.empty()) {
+    auto arm = rdattn::model::ParseArm(in.probe);
+    if (!arm) return usage("--memory-probe: unknown arm '" + in.probe + "'");
     return bench::MemoryProbeMain(o.presets.front(), *arm, o.batch, dev, o.threads);
   }
-  if (mpi_step) {
+  if (in.mpi_step) {
     bench::MpiOptions m;
     m.preset = o.presets.front();
     m.arms = o.arms;
@@ -266,11 +309,11 @@ int Run(int argc, char** argv) {
     m.threads = o.threads;
     return bench::MpiStepMain(m);
   }
-  if (gpu_checks) {
-    if (!rdattn::model::Preset(check_preset, Arm::kBlock))
-      Usage("--check-preset: unknown preset '" + check_preset + "'");
+  if (in.gpu_checks) {
+    if (!rdattn::model::Preset(in.check_preset, Arm::kBlock))
+      return usage("--check-preset: unknown preset '" + in.check_preset + "'");
     at::set_num_threads(static_cast<int>(o.threads));
-    return bench::DeviceChecksMain(check_preset, dev);
+    return bench::DeviceChecksMain(in.check_preset, dev);
   }
 
   // The suite.
@@ -279,10 +322,10 @@ int Run(int argc, char** argv) {
                     ? "cpu-bench"
                     : o.presets.back();
   if (std::find(o.presets.begin(), o.presets.end(), o.primary) == o.presets.end())
-    Usage("--primary " + o.primary + " is not one of --presets");
+    return usage("--primary " + o.primary + " is not one of --presets");
   if (o.mpi_preset.empty()) o.mpi_preset = o.primary;
   if (!rdattn::model::Preset(o.mpi_preset, Arm::kBlock))
-    Usage("--mpi-preset: unknown preset '" + o.mpi_preset + "'");
+    return usage("--mpi-preset: unknown preset '" + o.mpi_preset + "'");
   if (dev.cuda()) o.mpi = false;  // the MPI step is the CPU data-parallel path
   if (dev.cuda() && !o.flop_check_set) o.flop_check = false;  // a CPU count; slow at S scale
   if (o.gemm_size <= 0) o.gemm_size = dev.cuda() ? 8192 : 1024;
