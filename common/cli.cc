@@ -1,6 +1,7 @@
 #include "common/cli.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace rdattn::cli {
@@ -91,6 +92,34 @@ CLI::Validator NonNegativeInteger() {
         const long long v = std::strtoll(text.c_str(), &end, 10);
         if (text.empty() || *end != '\0' || errno != 0 || v < 0) {
           return "'" + text + "' is not a non-negative integer";
+        }
+        return std::string();
+      },
+      "NONNEGATIVE");
+}
+
+CLI::Validator PositiveInteger() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno != 0 || v < 1) {
+          return "'" + text + "' is not a positive integer";
+        }
+        return std::string();
+      },
+      "POSITIVE");
+}
+
+CLI::Validator NonNegativeNumber() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno != 0 || !(v >= 0) || !std::isfinite(v)) {
+          return "'" + text + "' is not a number >= 0";
         }
         return std::string();
       },

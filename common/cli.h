@@ -51,4 +51,10 @@ int Usage(const CLI::App& app, const std::string& message, int code, std::ostrea
 // non-negative integer").
 CLI::Validator NonNegativeInteger();
 
+// The same for a whole number >= 1 ("--rounds: 'x' is not a positive integer").
+CLI::Validator PositiveInteger();
+
+// A finite number >= 0 ("--min-ms: '-1' is not a number >= 0").
+CLI::Validator NonNegativeNumber();
+
 }  // namespace rdattn::cli

@@ -75,34 +75,6 @@ std::string ParseArms(const std::string& list, std::vector<Arm>* arms) {
   return "";
 }
 
-// Checks for the numeric flags, in the style of cli::NonNegativeInteger ("--rounds: 'x' is not
-// a positive integer").
-CLI::Validator PositiveInteger() {
-  return CLI::Validator(
-      [](const std::string& text) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0' || errno != 0 || v < 1)
-          return "'" + text + "' is not a positive integer";
-        return "";
-      },
-      "POSITIVE");
-}
-
-CLI::Validator NonNegativeNumber() {
-  return CLI::Validator(
-      [](const std::string& text) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || errno != 0 || !(v >= 0) || !std::isfinite(v))
-          return "'" + text + "' is not a number >= 0";
-        return "";
-      },
-      "NONNEGATIVE");
-}
-
 std::string Name(Arm a) { return std::string(rdattn::model::ArmName(a)); }
 
 struct ArmResult {
@@ -159,15 +131,16 @@ void AddFlags(CLI::App& app, Options& o, Internal& in, std::string& arms) {
                  "the preset of the top-level JSON keys (one of --presets; default: cpu-bench when "
                  "it runs, else the last of --presets)");
   app.add_option("--arms", arms, "arms, comma-separated (" + rdattn::model::ValidArmNames() + ")");
-  app.add_option("--batch", o.batch, "sequences per step")->check(PositiveInteger());
+  app.add_option("--batch", o.batch, "sequences per step")->check(rdattn::cli::PositiveInteger());
   app.add_option("--rounds", o.rounds, "round-robin rounds over the arms")
-      ->check(PositiveInteger());
+      ->check(rdattn::cli::PositiveInteger());
   app.add_option("--steps", o.steps,
                  "full steps per arm and round (--mpi-step: timed steps per arm)")
-      ->check(PositiveInteger());
+      ->check(rdattn::cli::PositiveInteger());
   app.add_option("--warmup", o.warmup, "untimed full steps per arm before the rounds")
       ->check(rdattn::cli::NonNegativeInteger());
-  app.add_option("--threads", o.threads, "LibTorch (OpenMP) threads")->check(PositiveInteger());
+  app.add_option("--threads", o.threads, "LibTorch (OpenMP) threads")
+      ->check(rdattn::cli::PositiveInteger());
   app.add_option("--device", o.device, "cpu or cuda (GPU 0)");
   app.add_option("--precision", o.precision,
                  "auto, fp32 or bf16 (autocast; cuda only); auto: bf16 on cuda, fp32 on cpu");
@@ -175,14 +148,14 @@ void AddFlags(CLI::App& app, Options& o, Internal& in, std::string& arms) {
                  "side of the square GEMM of the peak; 0: 1024 on cpu, 8192 on cuda")
       ->check(rdattn::cli::NonNegativeInteger());
   app.add_option("--gemm-seconds", o.gemm_seconds, "seconds to time the GEMM peak for")
-      ->check(NonNegativeNumber());
+      ->check(rdattn::cli::NonNegativeNumber());
   app.add_option("--peak-flops", o.peak_flops,
                  "a documented peak FLOP/s: adds MFU (achieved / F); 0: none")
-      ->check(NonNegativeNumber());
+      ->check(rdattn::cli::NonNegativeNumber());
   app.add_flag_callback(
       "--no-memory", [&o] { o.memory = false; }, "no peak-memory probes (child processes)");
   app.add_option("--probe-jobs", o.probe_jobs, "memory probes (child processes) at a time")
-      ->check(PositiveInteger());
+      ->check(rdattn::cli::PositiveInteger());
   // --flop-check and --no-flop-check: the later one on the command line wins.
   app.add_flag_callback(
          "--flop-check", [&o] { o.flop_check = o.flop_check_set = true; },
@@ -203,9 +176,9 @@ void AddFlags(CLI::App& app, Options& o, Internal& in, std::string& arms) {
   app.add_option("--mpi-preset", o.mpi_preset, "preset of the MPI step (default: --primary)");
   app.add_option("--mpi-batch", o.mpi_batch,
                  "global batch of the MPI step in sequences (each rank takes its half)")
-      ->check(PositiveInteger());
+      ->check(rdattn::cli::PositiveInteger());
   app.add_option("--mpi-steps", o.mpi_steps, "timed steps per arm of the MPI step")
-      ->check(PositiveInteger());
+      ->check(rdattn::cli::PositiveInteger());
   app.add_option("--json", o.json, "write every figure to this JSON file");
 
   const std::string internal = "Internal modes (child processes of this binary)";

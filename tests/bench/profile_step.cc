@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "model/config.h"
 #include "model/depth_read.h"
 #include "model/gpt.h"
@@ -178,47 +179,33 @@ int main(int argc, char** argv) {
   int64_t batch = 4, warmup = 2, steps = 3, rounds = 6, round_steps = 2, top = 30;
   int64_t read_bench = 0;
   double min_ms = 0.05;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(a + " needs a value");
-      return argv[++i];
-    };
-    auto integer = [&]() -> int64_t {
-      const std::string v = value();
-      try {
-        return std::stoll(v);
-      } catch (...) {
-        Usage(a + ": not an integer: " + v);
-      }
-    };
-    if (a == "--preset")
-      preset = value();
-    else if (a == "--arms")
-      arms_arg = value();
-    else if (a == "--batch")
-      batch = integer();
-    else if (a == "--warmup")
-      warmup = integer();
-    else if (a == "--steps")
-      steps = integer();
-    else if (a == "--rounds")
-      rounds = integer();
-    else if (a == "--round-steps")
-      round_steps = integer();
-    else if (a == "--top")
-      top = integer();
-    else if (a == "--min-ms")
-      min_ms = std::stod(value());
-    else if (a == "--read-bench")
-      read_bench = integer();
-    else if (a == "--callgrind")
-      callgrind_arm = value();
-    else if (a == "--json")
-      json_path = value();
-    else
-      Usage("unknown argument " + a);
-  }
+  CLI::App app(
+      "Per-op profile of full training steps per arm (docs/benchmarks.md \"Where rd's extra cost "
+      "goes (profile)\"). Exit codes: 0 done; 2 bad usage.",
+      "rdattn_profile_step");
+  rdattn::cli::Setup(app);
+  app.add_option("--preset", preset, "model preset (e.g. cpu-small, cpu-bench)");
+  app.add_option("--arms", arms_arg, "arms, comma-separated; ratios are to the first");
+  app.add_option("--batch", batch, "sequences per step (the preset's context)")
+      ->check(rdattn::cli::PositiveInteger());
+  app.add_option("--warmup", warmup, "untimed steps per arm first")
+      ->check(rdattn::cli::NonNegativeInteger());
+  app.add_option("--steps", steps, "profiled steps per arm")->check(rdattn::cli::PositiveInteger());
+  app.add_option("--rounds", rounds, "timing rounds (no callbacks); 0: no timing")
+      ->check(rdattn::cli::NonNegativeInteger());
+  app.add_option("--round-steps", round_steps, "full steps of each arm per timing round")
+      ->check(rdattn::cli::PositiveInteger());
+  app.add_option("--top", top, "rows of each per-op table")
+      ->check(rdattn::cli::NonNegativeInteger());
+  app.add_option("--min-ms", min_ms, "per-op differences smaller than this are not listed")
+      ->check(rdattn::cli::NonNegativeNumber());
+  app.add_option("--callgrind", callgrind_arm,
+                 "only this arm's steps, with callgrind's collection on during the measured ones");
+  app.add_option("--read-bench", read_bench,
+                 "time the attention-side read alone this many times; no steps")
+      ->check(rdattn::cli::NonNegativeInteger());
+  app.add_option("--json", json_path, "also write the figures as JSON to this file");
+  if (const int code = rdattn::cli::Parse(app, argc, argv, 2); code >= 0) return code;
   if (batch < 1 || steps < 1 || warmup < 0 || rounds < 0 || round_steps < 1)
     Usage("batch, steps, round-steps >= 1; warmup, rounds >= 0");
   const std::vector<Arm> arms =

@@ -182,5 +182,22 @@ TEST(CommonCliTest, UsageWritesOneLine) {
   EXPECT_EQ(err.str(), "rdattn-test: --x: bad (see --help)\n");
 }
 
+TEST(CommonCliTest, NumberValidatorsNameTheValue) {
+  const CLI::Validator positive = PositiveInteger(), non_negative = NonNegativeNumber();
+  EXPECT_EQ(positive("3"), "");
+  for (const char* bad : {"0", "-2", "x", "2.5", "", "99999999999999999999"}) {
+    std::string text = bad;
+    EXPECT_EQ(positive(text), "'" + std::string(bad) + "' is not a positive integer") << bad;
+  }
+  for (const char* good : {"0", "0.05", "3"}) {
+    std::string text = good;
+    EXPECT_EQ(non_negative(text), "") << good;
+  }
+  for (const char* bad : {"-1", "nan", "inf", "1e999", "x", ""}) {
+    std::string text = bad;
+    EXPECT_EQ(non_negative(text), "'" + std::string(bad) + "' is not a number >= 0") << bad;
+  }
+}
+
 }  // namespace
 }  // namespace rdattn::cli
