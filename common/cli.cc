@@ -84,33 +84,31 @@ int Usage(const CLI::App& app, const std::string& message, int code, std::ostrea
   return code;
 }
 
-CLI::Validator NonNegativeInteger() {
+namespace {
+
+// A whole number (strtoll, base 10, all of the text) of at least `min`; `what` names the rule in
+// the message ("'x' is not a positive integer") and `tag` is CLI11's type name in --help.
+CLI::Validator IntegerAtLeast(long long min, const std::string& what, const std::string& tag) {
   return CLI::Validator(
-      [](const std::string& text) -> std::string {
+      [min, what](const std::string& text) -> std::string {
         char* end = nullptr;
         errno = 0;
         const long long v = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0' || errno != 0 || v < 0) {
-          return "'" + text + "' is not a non-negative integer";
+        if (text.empty() || *end != '\0' || errno != 0 || v < min) {
+          return "'" + text + "' is not " + what;
         }
         return std::string();
       },
-      "NONNEGATIVE");
+      tag);
 }
 
-CLI::Validator PositiveInteger() {
-  return CLI::Validator(
-      [](const std::string& text) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0' || errno != 0 || v < 1) {
-          return "'" + text + "' is not a positive integer";
-        }
-        return std::string();
-      },
-      "POSITIVE");
+}  // namespace
+
+CLI::Validator NonNegativeInteger() {
+  return IntegerAtLeast(0, "a non-negative integer", "NONNEGATIVE");
 }
+
+CLI::Validator PositiveInteger() { return IntegerAtLeast(1, "a positive integer", "POSITIVE"); }
 
 CLI::Validator NonNegativeNumber() {
   return CLI::Validator(
