@@ -3,7 +3,8 @@
 //   data      the rank's windows of the global batch from trainer::Sampler::RankSlice, copied
 //             out of a memory-mapped llm.c shard (trainer::WindowIndex) into a tensor;
 //   compute   zero_grad, forward, loss, backward;
-//   allreduce comm::AllReduceMeanGradients (25 MiB buckets) over the MPI communicator;
+//   allreduce comm::GradientBuckets::AllReduceMean (25 MiB buckets, in place, as rdattn-train)
+//             over the MPI communicator;
 //   optimizer clip_grad_norm_(1.0) and AdamW.
 // Rank 0 prints one line "RDATTN_BENCH_MPI {json}" with the medians over the timed steps.
 #include <torch/types.h>

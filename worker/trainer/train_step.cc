@@ -123,8 +123,6 @@ void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& bu
 }
 
 at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip) {
-  std::vector<at::Tensor> norms;
-  norms.reserve(params.size());
   if (clip <= 0) {
     at::Tensor sq;  // Σ over gradients of Σ g², in float64, in order
     for (const auto& p : params) {
@@ -140,6 +138,8 @@ at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip) {
   for (const auto& p : params)
     if (p.grad().defined()) with_grad.push_back(p);
   if (with_grad.empty()) return at::zeros({}, at::TensorOptions().dtype(at::kDouble));
+  std::vector<at::Tensor> norms;
+  norms.reserve(with_grad.size());
   for (const auto& p : with_grad) norms.emplace_back(p.grad().data().norm(2.0));
   const at::Tensor total = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2.0);
   const at::Tensor coef = at::clamp(clip / (total + 1e-6), c10::nullopt, 1.0);
