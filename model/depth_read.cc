@@ -2,10 +2,12 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
 #include <string>
 #include <utility>
 
 #include "model/depth.h"
+#include "model/depth_read_cpu.h"
 
 namespace rdattn::model {
 namespace {
@@ -18,6 +20,16 @@ using torch::autograd::variable_list;
 // not depend on how many routes the read has (a [N,D]×[D,1] product is not bitwise a column of
 // a [N,D]×[D,2] one with OpenBLAS; two columns of one product are).
 constexpr int64_t kProductColumns = 2;
+
+std::atomic<bool> cpu_kernel_enabled{true};
+
+// The CPU kernel (model/depth_read_cpu.h) serves CPU float32/float64 reads; other devices and
+// dtypes, or the kernel switched off, take the op-by-op path.
+bool UseCpuKernel(const at::Tensor& x) {
+  const auto dt = x.scalar_type();
+  return cpu_kernel_enabled.load(std::memory_order_relaxed) && x.device().is_cpu() &&
+         (dt == at::kFloat || dt == at::kDouble);
+}
 
 // Shape of a per-token scalar of a source [B,T,D]: [B,T,1].
 std::vector<int64_t> TokenShape(const at::Tensor& x) {
@@ -99,9 +111,22 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     variable_list out;
     const auto tok = TokenShape(x0);
     // With a norm, each route is normalised as soon as it is mixed (one h alive at a time).
-    const at::Tensor n = norm > 0 ? inputs[2 * K + 1 + R].to(dt) : at::Tensor();
+    const at::Tensor n = norm > 0 ? inputs[2 * K + 1 + R].to(dt).contiguous() : at::Tensor();
     std::vector<at::Tensor> rho;
-    for (int64_t r = 0; r < R; ++r) {
+    const bool kernel = UseCpuKernel(x0);
+    if (kernel) {
+      // One pass over each source for every route (model/depth_read_cpu.h).
+      std::vector<at::Tensor> xs, y(static_cast<size_t>(norm == 2 ? 1 : R));
+      for (int64_t k = 0; k < K; ++k) xs.push_back(inputs[k].reshape({N, D}).contiguous());
+      for (auto& t : y) t = at::empty({N, D}, x0.options());
+      for (int64_t i = 0; i < (norm == 0 ? 0 : norm == 2 ? 1 : R); ++i)
+        rho.push_back(at::empty({N}, x0.options()));
+      cpu::ReadForward({K, R, N, D, norm, norm_eps}, xs, s, inv_rms.to(dt).contiguous(), n, alpha,
+                       y, rho);
+      for (auto& t : y) out.push_back(t.view(x0.sizes()));
+      if (norm == 3) out[1] = at::linear(out[1], inputs.back());
+    }
+    for (int64_t r = 0; r < R && !kernel; ++r) {
       alpha.select(0, r).copy_(at::softmax(s.select(0, r) * inv_rms, 0));
       at::Tensor h = Mix(inputs, alpha.select(0, r), K, tok);
       if (norm == 1 || norm == 3) {
@@ -111,7 +136,7 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
       if (norm == 3 && r == 1) h = at::linear(h, inputs.back());
       out.push_back(std::move(h));
     }
-    if (norm == 2) {
+    if (norm == 2 && !kernel) {
       rho.emplace_back();
       out = {Normalise(0.5 * (out[0] + out[1]), n, norm_eps, &rho.back())};
     }
@@ -127,6 +152,8 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["s"] = s;
     ctx->saved_data["inv_rms"] = inv_rms;
+    ctx->saved_data["kernel"] = kernel;
+    ctx->saved_data["norm_eps"] = norm_eps;
     ctx->mark_non_differentiable({alpha_out});
     ctx->set_materialize_grads(false);
     return out;
@@ -156,68 +183,13 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     if (!any) return result;
     const auto opts = x0.options();
     const auto ni = static_cast<size_t>(2 * K + 1 + R);  // the norm gain, if any
-    const at::Tensor n = norm > 0 ? in[ni].to(dt) : at::Tensor();
-    at::Tensor dn = norm > 0 && ctx->needs_input_grad(ni) ? at::zeros_like(n) : at::Tensor();
-    at::Tensor tmp = at::empty({N, D}, opts);
+    const size_t wi = in.size() - 1;                     // the V projection (norm == 3)
+    const at::Tensor n = norm > 0 ? in[ni].to(dt).contiguous() : at::Tensor();
+    const bool need_dn = norm > 0 && ctx->needs_input_grad(ni);
     auto rho = [&](int64_t i) {
       return ctx->saved_data["rho" + std::to_string(i)].toTensor().reshape({N, 1});
     };
     auto dy = [&](int64_t i) { return grads[i].to(dt).reshape({N, D}); };
-    at::Tensor shared;  // norm == 2: both routes get ½ ∂L/∂h̄
-    if (norm == 2 && grads[0].defined()) {
-      at::Tensor h = Mix(in, alpha.select(0, 0), K, tok).view({N, D});
-      h = 0.5 * (h + Mix(in, alpha.select(0, 1), K, tok).view({N, D}));
-      shared = NormaliseBackward(dy(0), h, rho(0), n, &dn, tmp).mul_(0.5);
-    }
-
-    // dz[r,k] = α (dα − Σ_j α_j dα_j), dα[r,k] = G_r · x_k per token; the value path of
-    // ∂L/∂x_k, Σ_r α[r,k] G_r, accumulates route by route.
-    at::Tensor dz = at::zeros({R, K, N}, opts);
-    at::Tensor dalpha = at::empty({K, N}, opts);
-    std::vector<at::Tensor> dx(static_cast<size_t>(K));
-    for (int64_t r = 0; r < R; ++r) {
-      at::Tensor G;
-      if (norm == 0 && grads[r].defined()) {
-        G = dy(r);
-      } else if ((norm == 1 || norm == 3) && grads[r].defined()) {
-        at::Tensor h = Mix(in, alpha.select(0, r), K, tok).view({N, D});
-        at::Tensor d = grads[r].to(dt);
-        if (norm == 3 && r == 1) {
-          // Through the projection: recompute y_1 = h·ρ·n (the forward's ops), then
-          // ∂L/∂W = dvᵀ y_1 and ∂L/∂y_1 = dv W.
-          const at::Tensor& w = in.back();
-          d = d.reshape({N, w.size(0)});
-          {
-            at::Tensor y = h * rho(r);
-            y.mul_(n);
-            if (ctx->needs_input_grad(in.size() - 1))
-              result[in.size() - 1] = at::mm(d.t(), y).to(w.scalar_type());
-          }
-          d = at::mm(d, w.to(dt));
-        }
-        G = NormaliseBackward(d.reshape({N, D}), h, rho(r), n, &dn, tmp);
-      } else if (norm == 2) {
-        G = shared;
-      }
-      if (!G.defined()) continue;
-      const at::Tensor a = alpha.select(0, r);
-      for (int64_t k = 0; k < K; ++k) {
-        at::mul_out(tmp, G, in[k].reshape({N, D}));
-        at::Tensor row = dalpha.select(0, k);
-        at::sum_out(row, tmp, {-1});
-        if (ctx->needs_input_grad(k)) {
-          const at::Tensor ak = a.select(0, k).view({N, 1});
-          if (dx[k].defined()) {
-            dx[k].addcmul_(G, ak);
-          } else {
-            dx[k] = G * ak;
-          }
-        }
-      }
-      dz.select(0, r).copy_(a * (dalpha - (a * dalpha).sum(0, /*keepdim=*/true)));
-    }
-    if (dn.defined()) result[ni] = dn.to(in[ni].dtype());
-    const at::Tensor W = dz * inv_rms;  // ∂L/∂s: [R,K,N]
 
     const at::Tensor g = in[2 * K].to(dt);
     std::vector<at::Tensor> q;
@@ -226,26 +198,120 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     for (int64_t r = 0; r < R; ++r) cols.push_back(g * q[r]);
     const at::Tensor U = at::stack(cols, 1);  // [D,R]
 
+    at::Tensor W;  // ∂L/∂s = dz · inv_rms: [R,K,N]
+    if (ctx->saved_data["kernel"].toBool()) {
+      // The CPU kernel: ∂L/∂x_k (both paths), ∂L/∂s, ∂L/∂inv_rms and ∂L/∂n in one pass.
+      std::vector<at::Tensor> xs, dys(static_cast<size_t>(outputs)), rhos;
+      for (int64_t k = 0; k < K; ++k) xs.push_back(in[k].reshape({N, D}).contiguous());
+      for (int64_t i = 0; i < outputs; ++i)
+        if (i < static_cast<int64_t>(grads.size()) && grads[i].defined())
+          dys[i] = dy(i).contiguous();
+      for (int64_t i = 0; i < (norm == 0 ? 0 : outputs); ++i)
+        rhos.push_back(rho(i).reshape({N}).contiguous());
+      cpu::ReadGrads gr;
+      at::Tensor dv;  // norm == 3: ∂L/∂(route 1's projected output), [N, out]
+      if (norm == 3 && dys[1].defined()) {
+        dv = grads[1].to(dt).reshape({N, in[wi].size(0)});
+        dys[1] = at::mm(dv, in[wi].to(dt));
+        if (ctx->needs_input_grad(wi)) gr.y1 = at::empty({N, D}, opts);
+      }
+      bool need_inv = false;
+      for (int64_t k = 0; k < K; ++k) {
+        gr.dx.push_back(ctx->needs_input_grad(k) ? at::empty({N, D}, opts) : at::Tensor());
+        need_inv = need_inv || ctx->needs_input_grad(K + k);
+      }
+      gr.w = at::empty({R, K, N}, opts);
+      if (need_inv) gr.dinv = at::empty({K, N}, opts);
+      if (need_dn) gr.dn = at::empty({D}, opts);
+      cpu::ReadBackward({K, R, N, D, norm, ctx->saved_data["norm_eps"].toDouble()}, xs, s,
+                        inv_rms.contiguous(), alpha, n, rhos, U.t().contiguous(), dys, gr);
+      for (int64_t k = 0; k < K; ++k) {
+        if (gr.dx[k].defined()) result[k] = gr.dx[k].view(in[k].sizes());
+        if (ctx->needs_input_grad(K + k))
+          result[K + k] = gr.dinv.select(0, k).view(tok).to(in[K + k].dtype());
+      }
+      if (need_dn) result[ni] = gr.dn.to(in[ni].dtype());
+      if (gr.y1.defined()) result[wi] = at::mm(dv.t(), gr.y1).to(in[wi].scalar_type());
+      W = gr.w;
+    } else {
+      // Op by op (devices other than the CPU).
+      at::Tensor dn = need_dn ? at::zeros_like(n) : at::Tensor();
+      at::Tensor tmp = at::empty({N, D}, opts);
+      at::Tensor shared;  // norm == 2: both routes get ½ ∂L/∂h̄
+      if (norm == 2 && grads[0].defined()) {
+        at::Tensor h = Mix(in, alpha.select(0, 0), K, tok).view({N, D});
+        h = 0.5 * (h + Mix(in, alpha.select(0, 1), K, tok).view({N, D}));
+        shared = NormaliseBackward(dy(0), h, rho(0), n, &dn, tmp).mul_(0.5);
+      }
+      // dz[r,k] = α (dα − Σ_j α_j dα_j), dα[r,k] = G_r · x_k per token; the value path of
+      // ∂L/∂x_k, Σ_r α[r,k] G_r, accumulates route by route.
+      at::Tensor dz = at::zeros({R, K, N}, opts);
+      at::Tensor dalpha = at::empty({K, N}, opts);
+      std::vector<at::Tensor> dx(static_cast<size_t>(K));
+      for (int64_t r = 0; r < R; ++r) {
+        at::Tensor G;
+        if (norm == 0 && grads[r].defined()) {
+          G = dy(r);
+        } else if ((norm == 1 || norm == 3) && grads[r].defined()) {
+          at::Tensor h = Mix(in, alpha.select(0, r), K, tok).view({N, D});
+          at::Tensor d = grads[r].to(dt);
+          if (norm == 3 && r == 1) {
+            // Through the projection: recompute y_1 = h·ρ·n (the forward's ops), then
+            // ∂L/∂W = dvᵀ y_1 and ∂L/∂y_1 = dv W.
+            const at::Tensor& w = in[wi];
+            d = d.reshape({N, w.size(0)});
+            {
+              at::Tensor y = h * rho(r);
+              y.mul_(n);
+              if (ctx->needs_input_grad(wi)) result[wi] = at::mm(d.t(), y).to(w.scalar_type());
+            }
+            d = at::mm(d, w.to(dt));
+          }
+          G = NormaliseBackward(d.reshape({N, D}), h, rho(r), n, &dn, tmp);
+        } else if (norm == 2) {
+          G = shared;
+        }
+        if (!G.defined()) continue;
+        const at::Tensor a = alpha.select(0, r);
+        for (int64_t k = 0; k < K; ++k) {
+          at::mul_out(tmp, G, in[k].reshape({N, D}));
+          at::Tensor row = dalpha.select(0, k);
+          at::sum_out(row, tmp, {-1});
+          if (ctx->needs_input_grad(k)) {
+            const at::Tensor ak = a.select(0, k).view({N, 1});
+            if (dx[k].defined()) {
+              dx[k].addcmul_(G, ak);
+            } else {
+              dx[k] = G * ak;
+            }
+          }
+        }
+        dz.select(0, r).copy_(a * (dalpha - (a * dalpha).sum(0, /*keepdim=*/true)));
+      }
+      if (dn.defined()) result[ni] = dn.to(in[ni].dtype());
+      W = dz * inv_rms;
+      for (int64_t k = 0; k < K; ++k) {
+        const at::Tensor Wk = W.select(1, k).t();  // [N,R]
+        if (ctx->needs_input_grad(k)) {
+          // The logits' path: Σ_r W[r,k] u_r.
+          if (dx[k].defined()) {
+            dx[k].addmm_(Wk, U.t());
+          } else {
+            dx[k] = at::mm(Wk, U.t());
+          }
+          result[k] = dx[k].view(in[k].sizes());
+          dx[k] = at::Tensor();
+        }
+        if (ctx->needs_input_grad(K + k))
+          result[K + k] = (dz.select(1, k) * s.select(1, k)).sum(0).view(tok).to(in[K + k].dtype());
+      }
+    }
+
     bool need_u = ctx->needs_input_grad(2 * K);
     for (int64_t r = 0; r < R; ++r) need_u = need_u || ctx->needs_input_grad(2 * K + 1 + r);
-    at::Tensor dU = need_u ? at::zeros({D, R}, opts) : at::Tensor();
-    for (int64_t k = 0; k < K; ++k) {
-      const at::Tensor Wk = W.select(1, k).t();  // [N,R]
-      if (ctx->needs_input_grad(k)) {
-        // The logits' path: Σ_r W[r,k] u_r.
-        if (dx[k].defined()) {
-          dx[k].addmm_(Wk, U.t());
-        } else {
-          dx[k] = at::mm(Wk, U.t());
-        }
-        result[k] = dx[k].view(in[k].sizes());
-        dx[k] = at::Tensor();
-      }
-      if (ctx->needs_input_grad(K + k))
-        result[K + k] = (dz.select(1, k) * s.select(1, k)).sum(0).view(tok).to(in[K + k].dtype());
-      if (need_u) dU.addmm_(in[k].reshape({N, D}).t(), Wk);
-    }
     if (need_u) {
+      at::Tensor dU = at::zeros({D, R}, opts);
+      for (int64_t k = 0; k < K; ++k) dU.addmm_(in[k].reshape({N, D}).t(), W.select(1, k).t());
       if (ctx->needs_input_grad(2 * K)) {
         at::Tensor dg = at::zeros_like(g);
         for (int64_t r = 0; r < R; ++r) dg.addcmul_(dU.select(1, r), q[r]);
@@ -260,6 +326,10 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
 };
 
 }  // namespace
+
+void SetDepthReadCpuKernel(bool on) { cpu_kernel_enabled.store(on); }
+
+bool DepthReadCpuKernel() { return cpu_kernel_enabled.load(); }
 
 DepthSource MakeDepthSource(const at::Tensor& x, double eps) {
   DepthSource s;

@@ -88,4 +88,11 @@ DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
                                const std::vector<at::Tensor>& queries, const at::Tensor& gain,
                                const ReadNorm& norm = {});
 
+// On the CPU (float32 and float64) the read runs the hand-written kernel of
+// model/depth_read_cpu.h; elsewhere, or with the kernel switched off, the same function op by op.
+// The switch is process-wide, for tests and benchmarks that compare the two; it is read when a
+// read's forward runs (its backward follows the forward's choice). On by default.
+void SetDepthReadCpuKernel(bool on);
+bool DepthReadCpuKernel();
+
 }  // namespace rdattn::model

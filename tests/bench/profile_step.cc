@@ -126,8 +126,11 @@ void ReadBench(const rdattn::model::ModelConfig& cfg, int64_t batch, int64_t rep
   const auto f = at::TensorOptions().dtype(at::kFloat);
   at::manual_seed(5);
   std::printf(
-      "read-bench: [%lld,%lld,%lld], best of %lld, fwd+bwd ms\n  K   block      rd   rd-block\n",
+      "read-bench: [%lld,%lld,%lld], best of %lld, fwd+bwd ms; ops: the op-by-op path, kernel: "
+      "the CPU kernel\n  K  block/ops   rd/ops  block/kernel  rd/kernel   rd-block ops  "
+      "rd-block kernel\n",
       (long long)batch, (long long)cfg.context, (long long)D, (long long)reps);
+  const bool kernel_was = m::DepthReadCpuKernel();
   for (int64_t K = 1; K <= 3; ++K) {
     std::vector<at::Tensor> xs;
     for (int64_t k = 0; k < K; ++k)
@@ -139,9 +142,11 @@ void ReadBench(const rdattn::model::ModelConfig& cfg, int64_t batch, int64_t rep
                      W = param({D, D});
     const at::Tensor g0 = at::randn({batch, cfg.context, D}, f),
                      g1 = at::randn({batch, cfg.context, D}, f);
-    double best[2] = {1e30, 1e30};
+    double best[4] = {1e30, 1e30, 1e30, 1e30};  // block/ops, rd/ops, block/kernel, rd/kernel
     for (int64_t r = 0; r < reps; ++r)
-      for (int arm = 0; arm < 2; ++arm) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const int arm = variant % 2;
+        m::SetDepthReadCpuKernel(variant >= 2);
         const auto t0 = Clock::now();
         std::vector<m::DepthSource> src;
         for (const auto& x : xs) src.push_back(m::MakeDepthSource(x, cfg.key_norm_eps));
@@ -158,17 +163,20 @@ void ReadBench(const rdattn::model::ModelConfig& cfg, int64_t batch, int64_t rep
           v = res.outputs[1];
         }
         torch::autograd::backward({y, v}, {g0, g1});
-        best[arm] = std::min(best[arm],
-                             std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        best[variant] = std::min(
+            best[variant], std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         // Under callgrind: one dump per timing (valgrind --tool=callgrind --dump-before=none;
         // each dump holds the instructions since the previous one).
-        const std::string label = "K" + std::to_string(K) + (arm == 0 ? "-block" : "-rd");
+        const std::string label = "K" + std::to_string(K) + (arm == 0 ? "-block" : "-rd") +
+                                  (variant >= 2 ? "-kernel" : "-ops");
         CALLGRIND_DUMP_STATS_AT(label.c_str());
         for (const auto& x : xs) x.mutable_grad() = at::Tensor();
         for (const auto* p : {&q, &qv, &kg, &n, &W}) p->mutable_grad() = at::Tensor();
       }
-    std::printf("  %lld %7.3f %7.3f %+9.3f\n", (long long)K, best[0], best[1], best[1] - best[0]);
+    std::printf("  %lld %9.3f %8.3f %13.3f %10.3f %+14.3f %+16.3f\n", (long long)K, best[0],
+                best[1], best[2], best[3], best[1] - best[0], best[3] - best[2]);
   }
+  m::SetDepthReadCpuKernel(kernel_was);
 }
 
 }  // namespace

@@ -13,9 +13,9 @@ if ! command -v "$tool" >/dev/null 2>&1; then
 fi
 cd "$root"
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t files < <(git ls-files -co --exclude-standard '*.cc' '*.h')
+  mapfile -t files < <(git ls-files -co --exclude-standard '*.cc' '*.h' '*.inc')
 else
-  mapfile -t files < <(find . -path ./build -prune -o \( -name '*.cc' -o -name '*.h' \) -print)
+  mapfile -t files < <(find . -path ./build -prune -o \( -name '*.cc' -o -name '*.h' -o -name '*.inc' \) -print)
 fi
 bad=()
 for f in "${files[@]}"; do

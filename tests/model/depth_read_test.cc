@@ -1,7 +1,10 @@
 // The fused depth read (model/depth_read.h) against the plain composition of model/depth.h, in
 // float64: forward and backward for 1 and 2 routes, K = 1…4, with and without the folded
 // output norm; central finite differences of the custom backward; the bitwise route identity
-// T6 relies on; and the whole model, fused vs plain, for every arm.
+// T6 relies on; and the whole model, fused vs plain, for every arm. The operator-level tests run
+// both implementations of the fused read: the CPU kernel (model/depth_read_cpu.h) and the
+// op-by-op path that other devices take; further tests hold the kernel's bits to its promises
+// (instruction set, thread count) and compare the two implementations in float32.
 #include "model/depth_read.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "model/depth.h"
+#include "model/depth_read_cpu.h"
 #include "model/gpt.h"
 #include "tests/model/test_util.h"
 
@@ -27,6 +31,20 @@ using testing::Small;
 
 const auto kF64 = torch::TensorOptions().dtype(torch::kDouble);
 constexpr double kKeyEps = 1e-6, kNormEps = 1e-6;
+
+// Selects the fused read's implementation for a scope (SetDepthReadCpuKernel), restoring it.
+class KernelChoice {
+ public:
+  explicit KernelChoice(bool kernel) : was_(DepthReadCpuKernel()) { SetDepthReadCpuKernel(kernel); }
+  ~KernelChoice() { SetDepthReadCpuKernel(was_); }
+  KernelChoice(const KernelChoice&) = delete;
+  KernelChoice& operator=(const KernelChoice&) = delete;
+
+ private:
+  bool was_;
+};
+
+const char* ImplName(bool kernel) { return kernel ? "cpu kernel" : "op by op"; }
 
 // kProject: a norm per route, and route 1 projected by a matrix (rd's V projection).
 enum class NormMode { kNone, kEach, kMean, kProject };
@@ -124,33 +142,37 @@ std::string Name(const Case& c) {
 }
 
 TEST(FusedDepthReadTest, MatchesThePlainCompositionForwardAndBackwardInFloat64) {
-  for (const Case& c : AllCases()) {
-    Leaves a = MakeLeaves(c, 10 + static_cast<uint64_t>(c.K)), b = MakeLeaves(c, 10 + c.K);
-    const ReadOut fused = Fused(a, c.norm), plain = Plain(b, c.norm);
-    ASSERT_EQ(fused.outputs.size(), plain.outputs.size()) << Name(c);
-    for (size_t i = 0; i < fused.outputs.size(); ++i)
-      EXPECT_LT(MaxRelDiff(fused.outputs[i], plain.outputs[i]), 1e-13) << Name(c);
-    for (size_t r = 0; r < fused.alphas.size(); ++r) {
-      EXPECT_EQ(fused.alphas[r].sizes(), plain.alphas[r].sizes()) << Name(c);
-      EXPECT_LT((fused.alphas[r] - plain.alphas[r]).abs().max().item<double>(), 1e-14) << Name(c);
-      EXPECT_FALSE(fused.alphas[r].requires_grad());
-    }
-    Objective(fused).backward();
-    Objective(plain).backward();
-    const auto fa = a.All(), pb = b.All();
-    for (size_t i = 0; i < fa.size(); ++i) {
-      const bool used = (c.norm != NormMode::kNone || fa[i] != &a.n) &&
-                        (c.norm == NormMode::kProject || fa[i] != &a.w);
-      if (!used) {
-        EXPECT_FALSE(fa[i]->grad().defined()) << Name(c) << " leaf " << i;
-        continue;
+  for (const bool kernel : {true, false}) {
+    const KernelChoice choice(kernel);
+    SCOPED_TRACE(ImplName(kernel));
+    for (const Case& c : AllCases()) {
+      Leaves a = MakeLeaves(c, 10 + static_cast<uint64_t>(c.K)), b = MakeLeaves(c, 10 + c.K);
+      const ReadOut fused = Fused(a, c.norm), plain = Plain(b, c.norm);
+      ASSERT_EQ(fused.outputs.size(), plain.outputs.size()) << Name(c);
+      for (size_t i = 0; i < fused.outputs.size(); ++i)
+        EXPECT_LT(MaxRelDiff(fused.outputs[i], plain.outputs[i]), 1e-13) << Name(c);
+      for (size_t r = 0; r < fused.alphas.size(); ++r) {
+        EXPECT_EQ(fused.alphas[r].sizes(), plain.alphas[r].sizes()) << Name(c);
+        EXPECT_LT((fused.alphas[r] - plain.alphas[r]).abs().max().item<double>(), 1e-14) << Name(c);
+        EXPECT_FALSE(fused.alphas[r].requires_grad());
       }
-      ASSERT_TRUE(fa[i]->grad().defined()) << Name(c) << " leaf " << i;
-      ASSERT_TRUE(pb[i]->grad().defined()) << Name(c) << " leaf " << i;
-      // With one source the queries and the key gain get no gradient (zero both ways).
-      const double scale = std::max(pb[i]->grad().abs().max().item<double>(), 1e-12);
-      EXPECT_LT((fa[i]->grad() - pb[i]->grad()).abs().max().item<double>() / scale, 1e-11)
-          << Name(c) << " leaf " << i;
+      Objective(fused).backward();
+      Objective(plain).backward();
+      const auto fa = a.All(), pb = b.All();
+      for (size_t i = 0; i < fa.size(); ++i) {
+        const bool used = (c.norm != NormMode::kNone || fa[i] != &a.n) &&
+                          (c.norm == NormMode::kProject || fa[i] != &a.w);
+        if (!used) {
+          EXPECT_FALSE(fa[i]->grad().defined()) << Name(c) << " leaf " << i;
+          continue;
+        }
+        ASSERT_TRUE(fa[i]->grad().defined()) << Name(c) << " leaf " << i;
+        ASSERT_TRUE(pb[i]->grad().defined()) << Name(c) << " leaf " << i;
+        // With one source the queries and the key gain get no gradient (zero both ways).
+        const double scale = std::max(pb[i]->grad().abs().max().item<double>(), 1e-12);
+        EXPECT_LT((fa[i]->grad() - pb[i]->grad()).abs().max().item<double>() / scale, 1e-11)
+            << Name(c) << " leaf " << i;
+      }
     }
   }
 }
@@ -158,73 +180,85 @@ TEST(FusedDepthReadTest, MatchesThePlainCompositionForwardAndBackwardInFloat64) 
 // Central finite differences of the fused read (sources through MakeDepthSource, so the
 // inverse-RMS path is included) against its custom backward, float64.
 TEST(FusedDepthReadTest, BackwardMatchesFiniteDifferencesInFloat64) {
-  for (const Case& c :
-       {Case{3, 2, NormMode::kEach}, Case{2, 2, NormMode::kMean}, Case{4, 1, NormMode::kNone},
-        Case{1, 2, NormMode::kEach}, Case{3, 2, NormMode::kProject}}) {
-    Leaves l = MakeLeaves(c, 40 + static_cast<uint64_t>(c.K), 1, 2, 4);
-    Objective(Fused(l, c.norm)).backward();
-    auto eval = [&]() {
-      torch::NoGradGuard no_grad;
-      return Objective(Fused(l, c.norm)).item<double>();
-    };
-    const double h = 1e-6;
-    for (at::Tensor* x : l.All()) {
-      if (c.norm == NormMode::kNone && x == &l.n) continue;
-      if (c.norm != NormMode::kProject && x == &l.w) continue;
-      const at::Tensor analytic = x->grad().flatten();
-      at::Tensor flat = x->detach().view({-1});  // shares storage with the leaf
-      for (int64_t i = 0; i < flat.numel(); ++i) {
-        const double v = flat[i].item<double>();
-        flat[i] = v + h;
-        const double fp = eval();
-        flat[i] = v - h;
-        const double fm = eval();
-        flat[i] = v;
-        const double numeric = (fp - fm) / (2 * h);
-        EXPECT_NEAR(analytic[i].item<double>(), numeric, 1e-7 + 1e-6 * std::abs(numeric))
-            << Name(c) << " element " << i;
+  for (const bool kernel : {true, false}) {
+    const KernelChoice choice(kernel);
+    SCOPED_TRACE(ImplName(kernel));
+    for (const Case& c :
+         {Case{3, 2, NormMode::kEach}, Case{2, 2, NormMode::kMean}, Case{4, 1, NormMode::kNone},
+          Case{1, 2, NormMode::kEach}, Case{3, 2, NormMode::kProject}}) {
+      Leaves l = MakeLeaves(c, 40 + static_cast<uint64_t>(c.K), 1, 2, 4);
+      Objective(Fused(l, c.norm)).backward();
+      auto eval = [&]() {
+        torch::NoGradGuard no_grad;
+        return Objective(Fused(l, c.norm)).item<double>();
+      };
+      const double h = 1e-6;
+      for (at::Tensor* x : l.All()) {
+        if (c.norm == NormMode::kNone && x == &l.n) continue;
+        if (c.norm != NormMode::kProject && x == &l.w) continue;
+        const at::Tensor analytic = x->grad().flatten();
+        at::Tensor flat = x->detach().view({-1});  // shares storage with the leaf
+        for (int64_t i = 0; i < flat.numel(); ++i) {
+          const double v = flat[i].item<double>();
+          flat[i] = v + h;
+          const double fp = eval();
+          flat[i] = v - h;
+          const double fm = eval();
+          flat[i] = v;
+          const double numeric = (fp - fm) / (2 * h);
+          EXPECT_NEAR(analytic[i].item<double>(), numeric, 1e-7 + 1e-6 * std::abs(numeric))
+              << Name(c) << " element " << i;
+        }
       }
     }
   }
 }
 
 TEST(FusedDepthReadTest, SingleSourceIsReturnedUnchanged) {
-  const at::Tensor s = torch::randn({2, 3, 6}, kF64);
-  const DepthReadResult r = FusedDepthRead({MakeDepthSource(s, kKeyEps)}, {torch::randn({6}, kF64)},
-                                           torch::ones({6}, kF64));
-  EXPECT_TRUE(torch::equal(r.outputs[0], s));
-  EXPECT_TRUE(torch::equal(r.alphas[0], torch::ones({1, 2, 3}, kF64)));
+  for (const bool kernel : {true, false}) {
+    const KernelChoice choice(kernel);
+    SCOPED_TRACE(ImplName(kernel));
+    const at::Tensor s = torch::randn({2, 3, 6}, kF64);
+    const DepthReadResult r = FusedDepthRead({MakeDepthSource(s, kKeyEps)},
+                                             {torch::randn({6}, kF64)}, torch::ones({6}, kF64));
+    EXPECT_TRUE(torch::equal(r.outputs[0], s));
+    EXPECT_TRUE(torch::equal(r.alphas[0], torch::ones({1, 2, 3}, kF64)));
+  }
 }
 
 // What T6 needs at the operator level, in float32: a route's bits do not depend on the number
 // of routes of its read, nor on the other route's query; equal queries give equal routes.
 TEST(FusedDepthReadTest, RouteBitsDoNotDependOnTheOtherRoute) {
-  torch::manual_seed(5);
-  const int64_t B = 2, T = 16, D = 32;
-  std::vector<DepthSource> sources;
-  for (int k = 0; k < 4; ++k) sources.push_back(MakeDepthSource(torch::randn({B, T, D}), 1e-6));
-  const at::Tensor q = torch::randn({D}), other = torch::randn({D}),
-                   g = 1 + 0.2 * torch::randn({D});
-  const at::Tensor n = 1 + 0.2 * torch::randn({D});
-  for (bool normed : {false, true}) {
-    const ReadNorm norm = normed ? ReadNorm{n, 1e-6, false, at::Tensor()} : ReadNorm{};
-    const DepthReadResult one = FusedDepthRead(sources, {q}, g, norm);
-    const DepthReadResult same = FusedDepthRead(sources, {q, q}, g, norm);
-    const DepthReadResult diff = FusedDepthRead(sources, {q, other}, g, norm);
-    EXPECT_TRUE(torch::equal(one.outputs[0], same.outputs[0]));
-    EXPECT_TRUE(torch::equal(one.outputs[0], same.outputs[1]));
-    EXPECT_TRUE(torch::equal(one.outputs[0], diff.outputs[0]));
-    EXPECT_TRUE(torch::equal(one.alphas[0], same.alphas[1]));
-    EXPECT_TRUE(torch::equal(one.alphas[0], diff.alphas[0]));
-    EXPECT_FALSE(torch::equal(diff.outputs[0], diff.outputs[1]));
+  for (const bool kernel : {true, false}) {
+    const KernelChoice choice(kernel);
+    SCOPED_TRACE(ImplName(kernel));
+    torch::manual_seed(5);
+    const int64_t B = 2, T = 16, D = 32;
+    std::vector<DepthSource> sources;
+    for (int k = 0; k < 4; ++k) sources.push_back(MakeDepthSource(torch::randn({B, T, D}), 1e-6));
+    const at::Tensor q = torch::randn({D}), other = torch::randn({D}),
+                     g = 1 + 0.2 * torch::randn({D});
+    const at::Tensor n = 1 + 0.2 * torch::randn({D});
+    for (bool normed : {false, true}) {
+      const ReadNorm norm = normed ? ReadNorm{n, 1e-6, false, at::Tensor()} : ReadNorm{};
+      const DepthReadResult one = FusedDepthRead(sources, {q}, g, norm);
+      const DepthReadResult same = FusedDepthRead(sources, {q, q}, g, norm);
+      const DepthReadResult diff = FusedDepthRead(sources, {q, other}, g, norm);
+      EXPECT_TRUE(torch::equal(one.outputs[0], same.outputs[0]));
+      EXPECT_TRUE(torch::equal(one.outputs[0], same.outputs[1]));
+      EXPECT_TRUE(torch::equal(one.outputs[0], diff.outputs[0]));
+      EXPECT_TRUE(torch::equal(one.alphas[0], same.alphas[1]));
+      EXPECT_TRUE(torch::equal(one.alphas[0], diff.alphas[0]));
+      EXPECT_FALSE(torch::equal(diff.outputs[0], diff.outputs[1]));
+    }
+    // Route 1 projected inside the read is bitwise the same projection taken outside (Block's).
+    const at::Tensor w = torch::randn({D, D}) * 0.2;
+    const DepthReadResult one =
+        FusedDepthRead(sources, {q}, g, ReadNorm{n, 1e-6, false, at::Tensor()});
+    const DepthReadResult proj = FusedDepthRead(sources, {q, q}, g, ReadNorm{n, 1e-6, false, w});
+    EXPECT_TRUE(torch::equal(one.outputs[0], proj.outputs[0]));
+    EXPECT_TRUE(torch::equal(at::linear(one.outputs[0], w), proj.outputs[1]));
   }
-  // Route 1 projected inside the read is bitwise the same projection taken outside (Block's).
-  const at::Tensor w = torch::randn({D, D}) * 0.2;
-  const DepthReadResult one =
-      FusedDepthRead(sources, {q}, g, ReadNorm{n, 1e-6, false, at::Tensor()});
-  const DepthReadResult proj = FusedDepthRead(sources, {q, q}, g, ReadNorm{n, 1e-6, false, w});
-  EXPECT_TRUE(torch::equal(one.outputs[0], proj.outputs[0]));
-  EXPECT_TRUE(torch::equal(at::linear(one.outputs[0], w), proj.outputs[1]));
 }
 
 // The whole model, fused (the default) vs the plain composition, every arm, float64: logits,
@@ -378,6 +412,86 @@ TEST(FusedDepthReadTest, Float32GradientsOfBothPathsMatchFloat64ForEveryArm) {
           << ArmName(arm) << " fused " << names[i];
       EXPECT_LT((plain32[i] - ref[i]).norm().item<double>() / scale, 5e-5)
           << ArmName(arm) << " plain " << names[i];
+    }
+  }
+}
+
+// Float32 leaves with the values of `l` (their own autograd leaves).
+Leaves ToFloat(const Leaves& l) {
+  auto f = [](const at::Tensor& t) { return t.detach().to(torch::kFloat).requires_grad_(true); };
+  Leaves o;
+  for (const auto& x : l.src) o.src.push_back(f(x));
+  for (const auto& x : l.q) o.q.push_back(f(x));
+  o.g = f(l.g);
+  o.n = f(l.n);
+  o.w = f(l.w);
+  return o;
+}
+
+// One fused read's outputs, alphas and every leaf's gradient (undefined where none).
+std::vector<at::Tensor> ReadAndGradients(Leaves& l, NormMode mode) {
+  const ReadOut out = Fused(l, mode);
+  Objective(out).backward();
+  std::vector<at::Tensor> all = out.outputs;
+  all.insert(all.end(), out.alphas.begin(), out.alphas.end());
+  for (at::Tensor* x : l.All()) {
+    all.push_back(x->grad().defined() ? x->grad().clone() : at::Tensor());
+    x->mutable_grad() = at::Tensor();
+  }
+  return all;
+}
+
+// The kernel and the op-by-op path compute the same function in float32, at a shape with more
+// than one chunk of tokens (kChunk = 64) and a width that is not a multiple of the kernel's 8
+// lanes, for every case: outputs, weights and every gradient agree to float32 rounding.
+TEST(FusedDepthReadTest, KernelAndOpByOpPathsAgreeInFloat32) {
+  for (const Case& c : AllCases()) {
+    const Leaves base = MakeLeaves(c, 60 + static_cast<uint64_t>(c.K), 2, 70, 37);
+    std::vector<at::Tensor> res[2];
+    for (const bool kernel : {true, false}) {
+      const KernelChoice choice(kernel);
+      Leaves l = ToFloat(base);
+      res[kernel ? 0 : 1] = ReadAndGradients(l, c.norm);
+    }
+    ASSERT_EQ(res[0].size(), res[1].size()) << Name(c);
+    for (size_t i = 0; i < res[0].size(); ++i) {
+      ASSERT_EQ(res[0][i].defined(), res[1][i].defined()) << Name(c) << " tensor " << i;
+      if (!res[0][i].defined()) continue;
+      const double scale = std::max(res[1][i].abs().max().item<double>(), 1e-6);
+      EXPECT_LT((res[0][i] - res[1][i]).abs().max().item<double>() / scale, 2e-5)
+          << Name(c) << " tensor " << i;
+    }
+  }
+}
+
+// The kernel's bits depend neither on the instruction set it runs in (AVX2 or the baseline
+// build) nor on the number of threads: forward outputs, weights, ∂L/∂sources and ∂L/∂n (the
+// one reduction over tokens in the kernel) are bitwise equal. On a CPU without AVX2 both runs
+// take the baseline build and the first comparison holds trivially.
+TEST(FusedDepthReadTest, KernelBitsDoNotDependOnInstructionSetOrThreadCount) {
+  const KernelChoice choice(true);
+  const int threads_was = at::get_num_threads();
+  for (const Case& c : {Case{3, 2, NormMode::kEach}, Case{4, 2, NormMode::kMean},
+                        Case{2, 1, NormMode::kEach}, Case{3, 2, NormMode::kNone}}) {
+    const Leaves base = MakeLeaves(c, 70 + static_cast<uint64_t>(c.K), 3, 70, 45);
+    auto run = [&](bool baseline, int threads) {
+      cpu::ForceBaselineKernels(baseline);
+      at::set_num_threads(threads);
+      Leaves l = ToFloat(base);
+      const ReadOut out = Fused(l, c.norm);
+      Objective(out).backward();
+      std::vector<at::Tensor> v = out.outputs;
+      v.insert(v.end(), out.alphas.begin(), out.alphas.end());
+      for (const auto& x : l.src) v.push_back(x.grad());
+      if (c.norm != NormMode::kNone) v.push_back(l.n.grad());
+      cpu::ForceBaselineKernels(false);
+      at::set_num_threads(threads_was);
+      return v;
+    };
+    const auto ref = run(false, 1), baseline = run(true, 1), threaded = run(false, 3);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_TRUE(torch::equal(ref[i], baseline[i])) << Name(c) << " baseline build, tensor " << i;
+      EXPECT_TRUE(torch::equal(ref[i], threaded[i])) << Name(c) << " 3 threads, tensor " << i;
     }
   }
 }

@@ -1,0 +1,163 @@
+#include "model/depth_read_cpu.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "model/depth_read_cpu_args.h"
+
+namespace rdattn::model::cpu {
+namespace {
+
+std::atomic<bool> baseline_only{false};
+
+bool UseAvx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = __builtin_cpu_supports("avx2") != 0;
+  return has && !baseline_only.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+// Per-task scratch (see Scratch in depth_read_cpu_args.h), owned by the calling task.
+template <typename T>
+struct ScratchBuffers {
+  std::vector<T> a, dz, wv, z, dal, h, G, hb, t;
+  std::vector<T*> hp;
+  std::vector<const T*> Gp;
+  Scratch<T> view;
+  ScratchBuffers(int64_t K, int64_t R, int64_t D)
+      : a(static_cast<size_t>(R * K)),
+        dz(a.size()),
+        wv(a.size()),
+        z(static_cast<size_t>(K)),
+        dal(z.size()),
+        h(static_cast<size_t>(R * D)),
+        G(h.size()),
+        hb(static_cast<size_t>(D)),
+        t(hb.size()),
+        hp(static_cast<size_t>(R)),
+        Gp(hp.size()),
+        view{a.data(), dz.data(), wv.data(), z.data(),  dal.data(), h.data(),
+             G.data(), hb.data(), t.data(),  hp.data(), Gp.data()} {}
+};
+
+template <typename T>
+std::vector<const T*> Ptrs(const std::vector<at::Tensor>& x) {
+  std::vector<const T*> p;
+  p.reserve(x.size());
+  for (const auto& t : x) p.push_back(t.defined() ? t.data_ptr<T>() : nullptr);
+  return p;
+}
+
+template <typename T>
+std::vector<T*> MutablePtrs(std::vector<at::Tensor>& x) {
+  std::vector<T*> p;
+  p.reserve(x.size());
+  for (auto& t : x) p.push_back(t.defined() ? t.data_ptr<T>() : nullptr);
+  return p;
+}
+
+int64_t Chunks(int64_t N) { return (N + kChunk - 1) / kChunk; }
+
+template <typename T>
+void ForwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const at::Tensor& s,
+                  const at::Tensor& inv, const at::Tensor& n, at::Tensor& alpha,
+                  std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& rhos) {
+  const std::vector<const T*> x = Ptrs<T>(xs);
+  const std::vector<T*> out = MutablePtrs<T>(outputs), rho = MutablePtrs<T>(rhos);
+  const ForwardArgs<T> p{sh.K,
+                         sh.R,
+                         sh.N,
+                         sh.D,
+                         sh.norm,
+                         static_cast<T>(sh.eps),
+                         x.data(),
+                         s.data_ptr<T>(),
+                         inv.data_ptr<T>(),
+                         n.defined() ? n.data_ptr<T>() : nullptr,
+                         alpha.data_ptr<T>(),
+                         out.data(),
+                         rho.data()};
+  const bool avx2 = UseAvx2();
+  at::parallel_for(0, Chunks(sh.N), 1, [&](int64_t c0, int64_t c1) {
+    const ScratchBuffers<T> w(sh.K, sh.R, sh.D);
+    if (avx2) {
+      avx2::Forward(p, w.view, c0, c1);
+    } else {
+      base::Forward(p, w.view, c0, c1);
+    }
+  });
+}
+
+template <typename T>
+void BackwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const at::Tensor& s,
+                   const at::Tensor& inv, const at::Tensor& alpha, const at::Tensor& n,
+                   const std::vector<at::Tensor>& rhos, const at::Tensor& u,
+                   const std::vector<at::Tensor>& dys, ReadGrads& g) {
+  const std::vector<const T*> x = Ptrs<T>(xs), dy = Ptrs<T>(dys), rho = Ptrs<T>(rhos);
+  const std::vector<T*> dx = MutablePtrs<T>(g.dx);
+  const int64_t chunks = Chunks(sh.N);
+  // Per-chunk partial sums of ∂L/∂n, added in chunk order below: the same sum for every
+  // number of threads.
+  std::vector<T> dn_part(g.dn.defined() ? static_cast<size_t>(chunks * sh.D) : 0, T(0));
+  const BackwardArgs<T> p{sh.K,
+                          sh.R,
+                          sh.N,
+                          sh.D,
+                          sh.norm,
+                          x.data(),
+                          dy.data(),
+                          rho.data(),
+                          s.data_ptr<T>(),
+                          inv.data_ptr<T>(),
+                          alpha.data_ptr<T>(),
+                          n.defined() ? n.data_ptr<T>() : nullptr,
+                          u.data_ptr<T>(),
+                          dx.data(),
+                          g.w.data_ptr<T>(),
+                          g.dinv.defined() ? g.dinv.data_ptr<T>() : nullptr,
+                          dn_part.empty() ? nullptr : dn_part.data(),
+                          g.y1.defined() ? g.y1.data_ptr<T>() : nullptr};
+  const bool avx2 = UseAvx2();
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    const ScratchBuffers<T> w(sh.K, sh.R, sh.D);
+    if (avx2) {
+      avx2::Backward(p, w.view, c0, c1);
+    } else {
+      base::Backward(p, w.view, c0, c1);
+    }
+  });
+  if (g.dn.defined()) {
+    T* dn = g.dn.data_ptr<T>();
+    std::fill(dn, dn + sh.D, T(0));
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t d = 0; d < sh.D; ++d) dn[d] += dn_part[static_cast<size_t>(c * sh.D + d)];
+  }
+}
+
+}  // namespace
+
+void ForceBaselineKernels(bool on) { baseline_only.store(on); }
+
+void ReadForward(const ReadShape& sh, const std::vector<at::Tensor>& x, const at::Tensor& s,
+                 const at::Tensor& inv, const at::Tensor& n, at::Tensor& alpha,
+                 std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& rho) {
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "depth_read_cpu_forward", [&] {
+    ForwardTyped<scalar_t>(sh, x, s, inv, n, alpha, outputs, rho);
+  });
+}
+
+void ReadBackward(const ReadShape& sh, const std::vector<at::Tensor>& x, const at::Tensor& s,
+                  const at::Tensor& inv, const at::Tensor& alpha, const at::Tensor& n,
+                  const std::vector<at::Tensor>& rho, const at::Tensor& u,
+                  const std::vector<at::Tensor>& dy, ReadGrads& g) {
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "depth_read_cpu_backward", [&] {
+    BackwardTyped<scalar_t>(sh, x, s, inv, alpha, n, rho, u, dy, g);
+  });
+}
+
+}  // namespace rdattn::model::cpu
