@@ -39,7 +39,7 @@ def main():
     a = ap.parse_args()
     cmd = [a.bench, "--presets", ",".join(PRESETS), "--arms", ",".join(ARMS), "--batch", "2", "--rounds", "1",
            "--steps", "1", "--gemm-size", "128", "--gemm-seconds", "0.05", "--mpi-batch", "2", "--mpi-steps", "1",
-           "--probe-jobs", str(len(ARMS)), "--json", a.json]
+           "--probe-jobs", str(len(ARMS)), "--depth-read-ops", "--json", a.json]
     if not a.expect_mpi:
         cmd.append("--no-mpi")
     print("+ " + " ".join(cmd), flush=True)
@@ -60,6 +60,15 @@ def main():
             aj = pj.get("arms", {}).get(arm, {})
             for k in ARM_KEYS:
                 positive("per_preset.%s.arms.%s" % (p, arm), aj, k, problems)
+        # --depth-read-ops: every depth arm also timed with the op-by-op depth read.
+        for arm in ARMS:
+            if arm == "standard":
+                continue
+            dj = pj.get("depth_read_op_by_op", {}).get(arm, {})
+            for k in ("op_by_op_tokens_per_second", "kernel_over_op_by_op_tokens_per_second"):
+                positive("per_preset.%s.depth_read_op_by_op.%s" % (p, arm), dj, k, problems)
+        if "standard" in pj.get("depth_read_op_by_op", {}):
+            problems.append("per_preset.%s.depth_read_op_by_op has standard (no depth read)" % p)
         for k in KEYS:
             if k in out and k in pj and p == out.get("primary_preset") and out[k] != pj[k]:
                 problems.append("top-level %s differs from per_preset.%s" % (k, p))

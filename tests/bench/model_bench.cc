@@ -6,6 +6,8 @@
 //     and reports tokens/s; peak memory per arm from a fresh child process; model FLOPs per
 //     token from model::CountFlops, cross-checked against the matmul FLOPs the dispatcher
 //     records; achieved FLOP/s and its fraction of the GEMM peak;
+//   - with --depth-read-ops, also times each depth arm with the op-by-op depth read (the CPU
+//     kernel of model/depth_read_cpu.h off) in the same round-robin: the kernel's speed-up;
 //   - runs the 2-rank MPI step (`mpirun -np 2` of this binary with --mpi-step) and splits it into
 //     data wait, compute, all-reduce and optimizer (medians);
 //   - prints a table and, with --json FILE, writes every figure (top-level keys for the primary
@@ -17,7 +19,8 @@
 //                      auto|fp32|bf16]
 //                      [--gemm-size N] [--gemm-seconds S] [--peak-flops F] [--no-memory]
 //                      [--probe-jobs 2]
-//                      [--flop-check|--no-flop-check] [--no-mpi] [--mpirun PATH] [--mpi-preset P]
+//                      [--flop-check|--no-flop-check] [--no-mpi] [--depth-read-ops]
+//                      [--mpirun PATH] [--mpi-preset P]
 //                      [--mpi-batch 4] [--mpi-steps 5] [--json FILE]
 // Internal modes (child processes of this binary): --memory-probe ARM, --mpi-step (under
 // mpirun), --gpu-checks [--check-preset P]; they take one preset (--preset P).
@@ -45,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli.h"
+#include "model/depth_read.h"
 #include "model/gpt.h"
 #include "tests/bench/bench_common.h"
 
@@ -100,6 +104,7 @@ struct Options {
   double peak_flops = 0;  // documented peak for MFU (optional)
   bool memory = true, flop_check = true, mpi = true;
   bool flop_check_set = false;
+  bool depth_read_ops = false;  // also time the depth arms with the op-by-op depth read
   std::string mpirun, mpi_preset;
   int64_t mpi_batch = 4, mpi_steps = 5;
   int64_t probe_jobs = 2;  // memory probes at a time
@@ -172,6 +177,10 @@ void AddFlags(CLI::App& app, Options& o, Internal& in, std::string& arms) {
       ->trigger_on_parse();
   app.add_flag_callback(
       "--no-mpi", [&o] { o.mpi = false; }, "skip the 2-rank MPI step");
+  app.add_flag(
+      "--depth-read-ops", o.depth_read_ops,
+      "also time each depth arm with the op-by-op depth read (the CPU kernel off), in the same "
+      "round-robin, and print the kernel's speed-up per arm");
   app.add_option("--mpirun", o.mpirun, "mpirun of the MPI step (default: the one CMake found)");
   app.add_option("--mpi-preset", o.mpi_preset, "preset of the MPI step (default: --primary)");
   app.add_option("--mpi-batch", o.mpi_batch,
@@ -343,6 +352,7 @@ int Run(int argc, char** argv) {
     std::map<Arm, rdattn::model::Gpt> models;
     std::map<Arm, std::unique_ptr<torch::optim::AdamW>> opts;
     std::map<Arm, ArmResult> res;
+    std::map<Arm, ArmResult> ops_res;  // --depth-read-ops: the same arms, op-by-op depth read
     for (Arm arm : o.arms) {
       const auto cfg = *rdattn::model::Preset(preset, arm);
       auto it = models.emplace(arm, rdattn::model::Gpt(cfg, 0)).first;
@@ -371,6 +381,17 @@ int Run(int argc, char** argv) {
         r.seconds += dt;
         r.tokens += o.steps * o.batch * T;
         r.steps += o.steps;
+        if (o.depth_read_ops && rdattn::model::HasDepthRead(arm)) {
+          rdattn::model::SetDepthReadCpuKernel(false);
+          const auto t1 = std::chrono::steady_clock::now();
+          for (int64_t s = 0; s < o.steps; ++s) bench::FullStep(m, opt, batch, dev);
+          bench::Sync(dev);
+          rdattn::model::SetDepthReadCpuKernel(true);
+          ArmResult& q = ops_res[arm];
+          q.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+          q.tokens += o.steps * o.batch * T;
+          q.steps += o.steps;
+        }
       }
     }
     // After the timings, so that the probes' processes do not slow the timed steps.
@@ -472,6 +493,23 @@ int Run(int argc, char** argv) {
     }
     for (Arm arm : {Arm::kStandard, Arm::kBlock, Arm::kRd})
       if (has(arm)) pj[Name(arm) + "_flops_over_peak"] = arms_json[Name(arm)]["flops_over_peak"];
+    if (!ops_res.empty()) {
+      std::printf("depth read, CPU kernel ÷ op by op (tokens/s, same round-robin):");
+      nlohmann::json speedup = nlohmann::json::object();
+      for (const auto& [arm, q] : ops_res) {
+        const double ratio = Ratio(res[arm].tokens_per_second(), q.tokens_per_second());
+        speedup[Name(arm)] = {{"op_by_op_tokens_per_second", q.tokens_per_second()},
+                              {"kernel_over_op_by_op_tokens_per_second", ratio}};
+        std::printf(" %s %.3f", Name(arm).c_str(), ratio);
+      }
+      std::printf("\n");
+      if (has(Arm::kRd) && has(Arm::kBlock) && ops_res.count(Arm::kRd) &&
+          ops_res.count(Arm::kBlock))
+        std::printf(
+            "rd/block with the op-by-op depth read: tokens/s %.3f\n",
+            Ratio(ops_res[Arm::kRd].tokens_per_second(), ops_res[Arm::kBlock].tokens_per_second()));
+      pj["depth_read_op_by_op"] = speedup;
+    }
     out["per_preset"][preset] = pj;
   }
 
