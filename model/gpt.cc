@@ -1,13 +1,13 @@
 #include "model/gpt.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/version.h>
 
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include "common/strings.h"
+#include "model/attention.h"
 
 namespace rdattn::model {
 namespace {
@@ -45,15 +45,6 @@ std::pair<at::Tensor, at::Tensor> RopeTables(int64_t T, int64_t dh, double theta
   const at::Tensor ang = at::outer(pos, inv_freq);  // [T, dh/2]
   const at::Tensor full = at::cat({ang, ang}, -1);  // [T, dh]
   return {at::cos(full).to(device, dt), at::sin(full).to(device, dt)};
-}
-
-at::Tensor RotateHalf(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  return x * cos + RotateHalf(x) * sin;
 }
 
 }  // namespace
@@ -168,27 +159,11 @@ at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
   // Three separate GEMMs in every arm (never a fused QKV): V's input differs by arm, and one
   // code path keeps RD with q_v = q_attn bitwise equal to Block. The V GEMM is the caller's
   // (the rd arms' fused read computes it, with the same at::linear).
-  auto heads = [&](const at::Tensor& t) { return t.view({B, T, H, dh}).transpose(1, 2); };
-  at::Tensor q = ApplyRope(heads(at::linear(x_qk, layer.wq)), cos, sin);
-  at::Tensor k = ApplyRope(heads(at::linear(x_qk, layer.wk)), cos, sin);
-  at::Tensor v = heads(v_proj);
-  at::Tensor y;
-#if TORCH_VERSION_MAJOR >= 2
-  if (q.is_cuda()) {
-    // Fused causal attention (flash / memory-efficient) on CUDA with LibTorch 2.x.
-    y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-  }
-#endif
-  if (!y.defined()) {
-    at::Tensor att =
-        at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));
-    const at::Tensor mask =
-        at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
-    att = at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
-    y = at::matmul(att, v);
-  }
-  y = y.transpose(1, 2).contiguous().view({B, T, cfg_.width});
-  return at::linear(y, layer.wo);
+  const at::Tensor q = RopeHeads(at::linear(x_qk, layer.wq), H, cos, sin);  // [B,H,T,dh]
+  const at::Tensor k = RopeHeads(at::linear(x_qk, layer.wk), H, cos, sin);
+  const at::Tensor v = v_proj.view({B, T, H, dh}).transpose(1, 2);
+  const at::Tensor y = CausalAttention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dh)));
+  return at::linear(y.transpose(1, 2).reshape({B, T, cfg_.width}), layer.wo);
 }
 
 at::Tensor GptImpl::Mlp(const LayerImpl& layer, const at::Tensor& x) const {

@@ -1,0 +1,211 @@
+#include "model/attention.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace rdattn::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// ---- RoPE ---------------------------------------------------------------------------------------
+
+// One pass of the rotation between the projection layout [B,T,H,d] and the head layout
+// [B,H,T,d]. Forward (kInverse = false), from [B,T,H,d] to [B,H,T,d], per pair (i, i + d/2):
+//   y1 = x1·c1 + (−x2)·s1,  y2 = x2·c2 + x1·s2
+// which is x·cos + RotateHalf(x)·sin element by element, with the same roundings. Backward
+// (kInverse = true), from [B,H,T,d] to [B,T,H,d]: the gradient of that map is the inverse
+// rotation, dx1 = dy1·c1 + dy2·s2, dx2 = dy2·c2 + (−dy1)·s1.
+template <typename scalar_t, bool kInverse>
+void RotateHeads(const scalar_t* in, scalar_t* out, const scalar_t* cos, const scalar_t* sin,
+                 int64_t B, int64_t T, int64_t H, int64_t d) {
+  const int64_t half = d / 2;
+  // Rows of one (b, t): H·d elements each; a grain of a few hundred rows keeps threads busy.
+  at::parallel_for(0, B * T, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / T, t = row % T;
+      const scalar_t* c = cos + t * d;
+      const scalar_t* s = sin + t * d;
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t proj = (row * H + h) * d;          // [B,T,H,d]
+        const int64_t head = ((b * H + h) * T + t) * d;  // [B,H,T,d]
+        const scalar_t* a = in + (kInverse ? head : proj);
+        scalar_t* o = out + (kInverse ? proj : head);
+        for (int64_t i = 0; i < half; ++i) {
+          const scalar_t a1 = a[i], a2 = a[i + half];
+          if constexpr (kInverse) {
+            o[i] = a1 * c[i] + a2 * s[i + half];
+            o[i + half] = a2 * c[i + half] + (-a1) * s[i];
+          } else {
+            o[i] = a1 * c[i] + (-a2) * s[i];
+            o[i + half] = a2 * c[i + half] + a1 * s[i + half];
+          }
+        }
+      }
+    }
+  });
+}
+
+// in: [B,T,H·d] (forward) or [B,H,T,d] (backward), contiguous; returns the other layout.
+at::Tensor RotateHeadsTensor(const at::Tensor& in, bool inverse, int64_t B, int64_t T, int64_t H,
+                             int64_t d, const at::Tensor& cos, const at::Tensor& sin) {
+  at::Tensor out =
+      inverse ? at::empty({B, T, H * d}, in.options()) : at::empty({B, H, T, d}, in.options());
+  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "RotateHeads", [&] {
+    const scalar_t* src = in.data_ptr<scalar_t>();
+    scalar_t* dst = out.data_ptr<scalar_t>();
+    const scalar_t* c = cos.data_ptr<scalar_t>();
+    const scalar_t* s = sin.data_ptr<scalar_t>();
+    if (inverse)
+      RotateHeads<scalar_t, true>(src, dst, c, s, B, T, H, d);
+    else
+      RotateHeads<scalar_t, false>(src, dst, c, s, B, T, H, d);
+  });
+  return out;
+}
+
+class RopeHeadsFunction : public torch::autograd::Function<RopeHeadsFunction> {
+ public:
+  // x: [B,T,H·d] contiguous; cos, sin: [T,d] contiguous, same dtype, no gradient (tables).
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t heads,
+                            const at::Tensor& cos, const at::Tensor& sin) {
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["heads"] = heads;
+    const int64_t B = x.size(0), T = x.size(1), d = x.size(2) / heads;
+    return RotateHeadsTensor(x, false, B, T, heads, d, cos, sin);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor dy = grads[0].contiguous();  // [B,H,T,d]
+    const int64_t B = dy.size(0), H = dy.size(1), T = dy.size(2), d = dy.size(3);
+    TORCH_CHECK(ctx->saved_data["heads"].toInt() == H, "RopeHeads: gradient shape");
+    return {RotateHeadsTensor(dy, true, B, T, H, d, saved[0], saved[1]), at::Tensor(), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// ---- causal attention ---------------------------------------------------------------------------
+
+// Query rows per block. A block's GEMMs cover its keys [0, r1): 64 rows leave 5/8 of the full
+// [T,T] product at T = 256 while each GEMM keeps a useful size ([64, r1] × [r1, 64]).
+constexpr int64_t kRowBlock = 64;
+
+class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
+ public:
+  // q, k, v: [N,T,d]. Saves q·scale, k, v and each block's weights [N,n,r1].
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, double scale) {
+    const int64_t N = q.size(0), T = q.size(1);
+    // Scaling q (N·T·d) instead of the logits (N·T·T/2); with scale = 2⁻³ it is exact, so the
+    // logits equal (q·kᵀ)·scale bit for bit.
+    const at::Tensor qs = q * scale;
+    at::Tensor y = at::empty({N, T, v.size(2)}, v.options());
+    // Above the diagonal within the block's own keys: masked (−inf, weight exactly 0).
+    const at::Tensor above = at::ones({kRowBlock, kRowBlock}, q.options().dtype(at::kBool)).triu(1);
+    std::vector<at::Tensor> saved = {qs, k, v};
+    for (int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
+      const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
+      at::Tensor logits = at::bmm(qs.narrow(1, r0, n), k.narrow(1, 0, r1).transpose(1, 2));
+      logits.narrow(2, r0, n).masked_fill_(above.narrow(0, 0, n).narrow(1, 0, n),
+                                           -std::numeric_limits<double>::infinity());
+      at::Tensor p = at::_softmax(logits, -1, false);
+      at::Tensor y_rows = y.narrow(1, r0, n);
+      at::bmm_out(y_rows, p, v.narrow(1, 0, r1));
+      saved.push_back(std::move(p));
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["scale"] = scale;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &qs = saved[0], &k = saved[1], &v = saved[2];
+    const at::Tensor dy = grads[0].contiguous();
+    const int64_t T = qs.size(1);
+    at::Tensor dqs = at::empty_like(qs);
+    at::Tensor dk = at::zeros_like(k);
+    at::Tensor dv = at::zeros_like(v);
+    size_t block = 3;
+    for (int64_t r0 = 0; r0 < T; r0 += kRowBlock, ++block) {
+      const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
+      const at::Tensor& p = saved[block];
+      const at::Tensor dy_rows = dy.narrow(1, r0, n);
+      const at::Tensor dp = at::bmm(dy_rows, v.narrow(1, 0, r1).transpose(1, 2));
+      // Masked entries have p = 0, hence a zero logit gradient.
+      const at::Tensor ds = at::_softmax_backward_data(dp, p, -1, p.scalar_type());
+      at::Tensor dq_rows = dqs.narrow(1, r0, n);
+      at::bmm_out(dq_rows, ds, k.narrow(1, 0, r1));
+      dk.narrow(1, 0, r1).baddbmm_(ds.transpose(1, 2), qs.narrow(1, r0, n));
+      dv.narrow(1, 0, r1).baddbmm_(p.transpose(1, 2), dy_rows);
+    }
+    return {dqs.mul_(ctx->saved_data["scale"].toDouble()), dk, dv, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor RopeHeadsReference(const at::Tensor& x, int64_t heads, const at::Tensor& cos,
+                              const at::Tensor& sin) {
+  const at::Tensor h = x.view({x.size(0), x.size(1), heads, -1}).transpose(1, 2);
+  return h * cos + RotateHalf(h) * sin;
+}
+
+at::Tensor RopeHeads(const at::Tensor& x, int64_t heads, const at::Tensor& cos,
+                     const at::Tensor& sin) {
+  const auto dt = x.scalar_type();
+  const bool fused = x.is_cpu() && (dt == at::kFloat || dt == at::kDouble) && x.dim() == 3 &&
+                     cos.is_cpu() && sin.is_cpu() && cos.scalar_type() == dt &&
+                     sin.scalar_type() == dt && !cos.requires_grad() && !sin.requires_grad();
+  if (!fused) return RopeHeadsReference(x, heads, cos, sin);
+  const int64_t d = x.size(2) / heads;
+  TORCH_CHECK(d * heads == x.size(2) && d % 2 == 0, "RopeHeads: width ", x.size(2),
+              " is not heads × an even head width");
+  TORCH_CHECK(
+      cos.dim() == 2 && cos.size(0) == x.size(1) && cos.size(1) == d && sin.sizes() == cos.sizes(),
+      "RopeHeads: tables ", cos.sizes(), " for ", x.sizes());
+  return RopeHeadsFunction::apply(x.contiguous(), heads, cos.contiguous(), sin.contiguous());
+}
+
+at::Tensor CausalAttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    double scale) {
+  const int64_t T = q.size(-2);
+  const at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * scale;
+  const at::Tensor mask =
+      at::ones({T, T}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
+  return at::matmul(
+      at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1), v);
+}
+
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           double scale) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
+#if TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) {
+    // Fused causal attention (flash / memory-efficient) on CUDA with LibTorch 2.x; its scale
+    // is the default 1/√d.
+    TORCH_CHECK(scale == 1.0 / std::sqrt(static_cast<double>(q.size(3))),
+                "CausalAttention: CUDA path supports scale 1/sqrt(d) only");
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+  }
+#endif
+  auto flat = [&](const at::Tensor& t) { return t.reshape({B * H, T, t.size(3)}); };
+  return CausalAttentionFunction::apply(flat(q), flat(k), flat(v), scale)
+      .view({B, H, T, v.size(3)});
+}
+
+}  // namespace rdattn::model

@@ -1,0 +1,148 @@
+// The attention sublayer's custom autograd functions (model/attention.h) against their plain
+// compositions: values and float64 gradients, over lengths around the row-block boundaries.
+#include "model/attention.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tests/model/test_util.h"
+
+namespace rdattn::model {
+namespace {
+
+using testing::MaxRelDiff;
+
+at::Tensor Randn(std::vector<int64_t> sizes, at::ScalarType dt, at::Generator& gen) {
+  return at::randn(sizes, gen, at::TensorOptions().dtype(dt)).requires_grad_(true);
+}
+
+// RoPE tables as the model builds them (rotate-half: the angle of i and i + d/2 agree), here
+// with an arbitrary phase per position so that every entry matters.
+std::pair<at::Tensor, at::Tensor> Tables(int64_t T, int64_t d, at::ScalarType dt) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor ang = at::outer(at::arange(T, f64) + 0.3, at::linspace(1.0, 0.01, d / 2, f64));
+  const at::Tensor full = at::cat({ang, ang}, -1);
+  return {at::cos(full).to(dt), at::sin(full).to(dt)};
+}
+
+// Gradients of <out, w> with respect to `inputs`, for a fixed random cotangent w.
+std::vector<at::Tensor> Grads(const at::Tensor& out, const at::Tensor& w,
+                              const std::vector<at::Tensor>& inputs) {
+  return torch::autograd::grad({(out * w).sum()}, inputs);
+}
+
+TEST(AttentionTest, RopeHeadsMatchesThePlainCompositionInFloat64) {
+  at::Generator gen = at::detail::createCPUGenerator(11);
+  for (int64_t T : {1, 5, 17}) {
+    const int64_t B = 2, H = 3, d = 8;
+    const at::Tensor x = Randn({B, T, H * d}, at::kDouble, gen);
+    const auto [cos, sin] = Tables(T, d, at::kDouble);
+    const at::Tensor fused = RopeHeads(x, H, cos, sin);
+    const at::Tensor plain = RopeHeadsReference(x, H, cos, sin);
+    ASSERT_EQ(fused.sizes(), (std::vector<int64_t>{B, H, T, d}));
+    EXPECT_TRUE(fused.is_contiguous());
+    // Same products and sums per element: equal up to the compiler's contraction choices.
+    EXPECT_LE(MaxRelDiff(fused, plain), 1e-15) << "T=" << T;
+    const at::Tensor w = at::randn(plain.sizes(), gen, plain.options());
+    const at::Tensor g_fused = Grads(fused, w, {x})[0];
+    const at::Tensor g_plain = Grads(plain, w, {x})[0];
+    EXPECT_LE(MaxRelDiff(g_fused, g_plain), 1e-14) << "T=" << T;
+  }
+}
+
+TEST(AttentionTest, RopeHeadsGradientMatchesFiniteDifferences) {
+  // Independent of autograd: the directional derivative of <RopeHeads(x), w> along u.
+  at::Generator gen = at::detail::createCPUGenerator(12);
+  const int64_t B = 1, T = 4, H = 2, d = 6;
+  const at::Tensor x = Randn({B, T, H * d}, at::kDouble, gen);
+  const auto [cos, sin] = Tables(T, d, at::kDouble);
+  const at::Tensor w = at::randn({B, H, T, d}, gen, x.options().requires_grad(false));
+  const at::Tensor u = at::randn(x.sizes(), gen, x.options().requires_grad(false));
+  const at::Tensor g = Grads(RopeHeads(x, H, cos, sin), w, {x})[0];
+  torch::NoGradGuard no_grad;
+  const double eps = 1e-6;
+  const double fd = ((RopeHeads(x + eps * u, H, cos, sin) * w).sum() -
+                     (RopeHeads(x - eps * u, H, cos, sin) * w).sum())
+                        .item<double>() /
+                    (2 * eps);
+  EXPECT_NEAR((g * u).sum().item<double>(), fd, 1e-8);
+}
+
+TEST(AttentionTest, RopeHeadsInFloat32AgreesWithThePlainComposition) {
+  at::Generator gen = at::detail::createCPUGenerator(13);
+  const at::Tensor x = Randn({2, 9, 4 * 16}, at::kFloat, gen);
+  const auto [cos, sin] = Tables(9, 16, at::kFloat);
+  EXPECT_LE(MaxRelDiff(RopeHeads(x, 4, cos, sin), RopeHeadsReference(x, 4, cos, sin)), 1e-6);
+}
+
+TEST(AttentionTest, CausalAttentionMatchesThePlainCompositionInFloat64) {
+  at::Generator gen = at::detail::createCPUGenerator(21);
+  // Lengths below, at and across the 64-row blocks.
+  for (int64_t T : {1, 7, 63, 64, 65, 130}) {
+    const int64_t B = 2, H = 2, d = 8;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    const at::Tensor q = Randn({B, H, T, d}, at::kDouble, gen);
+    const at::Tensor k = Randn({B, H, T, d}, at::kDouble, gen);
+    const at::Tensor v = Randn({B, H, T, d}, at::kDouble, gen);
+    const at::Tensor fused = CausalAttention(q, k, v, scale);
+    const at::Tensor plain = CausalAttentionReference(q, k, v, scale);
+    ASSERT_EQ(fused.sizes(), plain.sizes());
+    EXPECT_LE(MaxRelDiff(fused, plain), 1e-13) << "T=" << T;
+    const at::Tensor w = at::randn(plain.sizes(), gen, plain.options());
+    const auto g_fused = Grads(fused, w, {q, k, v});
+    const auto g_plain = Grads(plain, w, {q, k, v});
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_LE(MaxRelDiff(g_fused[i], g_plain[i]), 1e-12) << "T=" << T << " input " << i;
+  }
+}
+
+TEST(AttentionTest, CausalAttentionGradientMatchesFiniteDifferences) {
+  at::Generator gen = at::detail::createCPUGenerator(22);
+  const int64_t B = 1, H = 2, T = 70, d = 4;
+  std::vector<at::Tensor> in;
+  for (int i = 0; i < 3; ++i) in.push_back(Randn({B, H, T, d}, at::kDouble, gen));
+  const at::Tensor w = at::randn({B, H, T, d}, gen, at::TensorOptions().dtype(at::kDouble));
+  const auto g = Grads(CausalAttention(in[0], in[1], in[2], 0.5), w, in);
+  torch::NoGradGuard no_grad;
+  const double eps = 1e-6;
+  for (size_t i = 0; i < 3; ++i) {
+    const at::Tensor u = at::randn(in[i].sizes(), gen, w.options());
+    auto f = [&](double sign) {
+      std::vector<at::Tensor> x = in;
+      x[i] = in[i] + sign * eps * u;
+      return (CausalAttention(x[0], x[1], x[2], 0.5) * w).sum().item<double>();
+    };
+    EXPECT_NEAR((g[i] * u).sum().item<double>(), (f(1) - f(-1)) / (2 * eps), 1e-7) << i;
+  }
+}
+
+TEST(AttentionTest, CausalAttentionTakesStridedInputs) {
+  // The model passes V as a transposed view of the projection [B,T,H,d].
+  at::Generator gen = at::detail::createCPUGenerator(23);
+  const int64_t B = 2, H = 3, T = 66, d = 8;
+  const at::Tensor x = at::randn({B, T, H, d}, gen, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor v = x.transpose(1, 2);
+  const at::Tensor q = at::randn({B, H, T, d}, gen, x.options());
+  const at::Tensor k = at::randn({B, H, T, d}, gen, x.options());
+  EXPECT_LE(MaxRelDiff(CausalAttention(q, k, v, 0.25), CausalAttentionReference(q, k, v, 0.25)),
+            1e-13);
+}
+
+TEST(AttentionTest, CausalAttentionInFloat32WithAPowerOfTwoScaleKeepsTheLogits) {
+  // scale = 1/8 is folded into q exactly: the first row (a single key) is v's first row
+  // bitwise, and the rest agrees with the plain composition to float32 rounding.
+  at::Generator gen = at::detail::createCPUGenerator(24);
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor q = at::randn({1, 4, 256, 64}, gen, f32);
+  const at::Tensor k = at::randn({1, 4, 256, 64}, gen, f32);
+  const at::Tensor v = at::randn({1, 4, 256, 64}, gen, f32);
+  const at::Tensor fused = CausalAttention(q, k, v, 0.125);
+  EXPECT_TRUE(at::equal(fused.select(2, 0), v.select(2, 0)));
+  EXPECT_LE(MaxRelDiff(fused, CausalAttentionReference(q, k, v, 0.125)), 1e-5);
+}
+
+}  // namespace
+}  // namespace rdattn::model
