@@ -114,14 +114,16 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     // logits equal (q·kᵀ)·scale bit for bit.
     const at::Tensor qs = q * scale;
     at::Tensor y = at::empty({N, T, v.size(2)}, v.options());
-    // Above the diagonal within the block's own keys: masked (−inf, weight exactly 0).
-    const at::Tensor above = at::ones({kRowBlock, kRowBlock}, q.options().dtype(at::kBool)).triu(1);
+    // Added to the block's own keys: −inf above the diagonal (weight exactly 0), 0 elsewhere
+    // (x + 0 = x). One vectorised add is much cheaper than a masked_fill with a broadcast mask.
+    const at::Tensor above =
+        at::full({kRowBlock, kRowBlock}, -std::numeric_limits<double>::infinity(), q.options())
+            .triu(1);
     std::vector<at::Tensor> saved = {qs, k, v};
     for (int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
       at::Tensor logits = at::bmm(qs.narrow(1, r0, n), k.narrow(1, 0, r1).transpose(1, 2));
-      logits.narrow(2, r0, n).masked_fill_(above.narrow(0, 0, n).narrow(1, 0, n),
-                                           -std::numeric_limits<double>::infinity());
+      logits.narrow(2, r0, n).add_(above.narrow(0, 0, n).narrow(1, 0, n));
       at::Tensor p = at::_softmax(logits, -1, false);
       at::Tensor y_rows = y.narrow(1, r0, n);
       at::bmm_out(y_rows, p, v.narrow(1, 0, r1));
