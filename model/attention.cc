@@ -18,6 +18,24 @@ using torch::autograd::variable_list;
 
 // ---- RoPE ---------------------------------------------------------------------------------------
 
+// One head row of the rotation below, d = 2·half elements.
+template <typename scalar_t, bool kInverse>
+void RotateOne(const scalar_t* __restrict a, scalar_t* __restrict o, const scalar_t* __restrict c,
+               const scalar_t* __restrict s, int64_t half) {
+  // __restrict: without it the compiler must assume `o` may alias the inputs and does not
+  // vectorise the loop (2.3× slower at cpu-bench sizes).
+  for (int64_t i = 0; i < half; ++i) {
+    const scalar_t a1 = a[i], a2 = a[i + half];
+    if constexpr (kInverse) {
+      o[i] = a1 * c[i] + a2 * s[i + half];
+      o[i + half] = a2 * c[i + half] + (-a1) * s[i];
+    } else {
+      o[i] = a1 * c[i] + (-a2) * s[i];
+      o[i + half] = a2 * c[i + half] + a1 * s[i + half];
+    }
+  }
+}
+
 // One pass of the rotation between the projection layout [B,T,H,d] and the head layout
 // [B,H,T,d]. Forward (kInverse = false), from [B,T,H,d] to [B,H,T,d], per pair (i, i + d/2):
 //   y1 = x1·c1 + (−x2)·s1,  y2 = x2·c2 + x1·s2
@@ -27,28 +45,15 @@ using torch::autograd::variable_list;
 template <typename scalar_t, bool kInverse>
 void RotateHeads(const scalar_t* in, scalar_t* out, const scalar_t* cos, const scalar_t* sin,
                  int64_t B, int64_t T, int64_t H, int64_t d) {
-  const int64_t half = d / 2;
   // Rows of one (b, t): H·d elements each; a grain of a few hundred rows keeps threads busy.
   at::parallel_for(0, B * T, 256, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / T, t = row % T;
-      const scalar_t* c = cos + t * d;
-      const scalar_t* s = sin + t * d;
       for (int64_t h = 0; h < H; ++h) {
         const int64_t proj = (row * H + h) * d;          // [B,T,H,d]
         const int64_t head = ((b * H + h) * T + t) * d;  // [B,H,T,d]
-        const scalar_t* a = in + (kInverse ? head : proj);
-        scalar_t* o = out + (kInverse ? proj : head);
-        for (int64_t i = 0; i < half; ++i) {
-          const scalar_t a1 = a[i], a2 = a[i + half];
-          if constexpr (kInverse) {
-            o[i] = a1 * c[i] + a2 * s[i + half];
-            o[i + half] = a2 * c[i + half] + (-a1) * s[i];
-          } else {
-            o[i] = a1 * c[i] + (-a2) * s[i];
-            o[i + half] = a2 * c[i + half] + a1 * s[i + half];
-          }
-        }
+        RotateOne<scalar_t, kInverse>(in + (kInverse ? head : proj), out + (kInverse ? proj : head),
+                                      cos + t * d, sin + t * d, d / 2);
       }
     }
   });
@@ -140,20 +145,28 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const at::Tensor dy = grads[0].contiguous();
     const int64_t T = qs.size(1);
     at::Tensor dqs = at::empty_like(qs);
-    at::Tensor dk = at::zeros_like(k);
-    at::Tensor dv = at::zeros_like(v);
-    size_t block = 3;
-    for (int64_t r0 = 0; r0 < T; r0 += kRowBlock, ++block) {
-      const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
-      const at::Tensor& p = saved[block];
+    at::Tensor dk = at::empty_like(k);
+    at::Tensor dv = at::empty_like(v);
+    // Last block first: it sees every key, so its products write the whole of dk and dv (no
+    // zero fill; bmm_out, as baddbmm with beta = 0 still reads the uninitialised output in
+    // LibTorch 1.13's small-size kernel) and the earlier blocks add into their leading rows.
+    const int64_t blocks = (T + kRowBlock - 1) / kRowBlock;
+    for (int64_t b = blocks - 1; b >= 0; --b) {
+      const int64_t r0 = b * kRowBlock, n = std::min(kRowBlock, T - r0), r1 = r0 + n;
+      const at::Tensor& p = saved[static_cast<size_t>(3 + b)];
       const at::Tensor dy_rows = dy.narrow(1, r0, n);
       const at::Tensor dp = at::bmm(dy_rows, v.narrow(1, 0, r1).transpose(1, 2));
       // Masked entries have p = 0, hence a zero logit gradient.
       const at::Tensor ds = at::_softmax_backward_data(dp, p, -1, p.scalar_type());
       at::Tensor dq_rows = dqs.narrow(1, r0, n);
       at::bmm_out(dq_rows, ds, k.narrow(1, 0, r1));
-      dk.narrow(1, 0, r1).baddbmm_(ds.transpose(1, 2), qs.narrow(1, r0, n));
-      dv.narrow(1, 0, r1).baddbmm_(p.transpose(1, 2), dy_rows);
+      if (b == blocks - 1) {
+        at::bmm_out(dk, ds.transpose(1, 2), qs.narrow(1, r0, n));
+        at::bmm_out(dv, p.transpose(1, 2), dy_rows);
+      } else {
+        dk.narrow(1, 0, r1).baddbmm_(ds.transpose(1, 2), qs.narrow(1, r0, n));
+        dv.narrow(1, 0, r1).baddbmm_(p.transpose(1, 2), dy_rows);
+      }
     }
     return {dqs.mul_(ctx->saved_data["scale"].toDouble()), dk, dv, at::Tensor()};
   }
