@@ -15,7 +15,7 @@ namespace {
 
 using testing::MaxRelDiff;
 
-at::Tensor Randn(std::vector<int64_t> sizes, at::ScalarType dt, at::Generator& gen) {
+at::Tensor Randn(at::IntArrayRef sizes, at::ScalarType dt, at::Generator& gen) {
   return at::randn(sizes, gen, at::TensorOptions().dtype(dt)).requires_grad_(true);
 }
 
@@ -102,8 +102,9 @@ TEST(AttentionTest, CausalAttentionMatchesThePlainCompositionInFloat64) {
 TEST(AttentionTest, CausalAttentionGradientMatchesFiniteDifferences) {
   at::Generator gen = at::detail::createCPUGenerator(22);
   const int64_t B = 1, H = 2, T = 70, d = 4;
-  std::vector<at::Tensor> in;
-  for (int i = 0; i < 3; ++i) in.push_back(Randn({B, H, T, d}, at::kDouble, gen));
+  const std::vector<at::Tensor> in = {Randn({B, H, T, d}, at::kDouble, gen),
+                                      Randn({B, H, T, d}, at::kDouble, gen),
+                                      Randn({B, H, T, d}, at::kDouble, gen)};
   const at::Tensor w = at::randn({B, H, T, d}, gen, at::TensorOptions().dtype(at::kDouble));
   const auto g = Grads(CausalAttention(in[0], in[1], in[2], 0.5), w, in);
   torch::NoGradGuard no_grad;
