@@ -51,6 +51,7 @@
 #include "model/depth_read.h"
 #include "model/gpt.h"
 #include "tests/bench/bench_common.h"
+#include "worker/trainer/runtime.h"
 
 namespace {
 
@@ -313,6 +314,10 @@ int Run(int argc, char** argv) {
   if (o.gemm_size <= 0) o.gemm_size = dev.cuda() ? 8192 : 1024;
   at::set_num_threads(static_cast<int>(o.threads));
   torch::manual_seed(0);
+  // As rdattn-train does (and the MPI step): glibc keeps what LibTorch frees, so the timed steps
+  // do not fault their activations' pages in anew every step. Not in the memory probes, which
+  // are child processes of their own.
+  rdattn::trainer::RetainFreedHostMemory();
 
   const std::string precision = dev.cuda() ? (dev.bf16 ? "bf16" : "fp32") : "fp32";
   std::printf(

@@ -44,6 +44,7 @@
 #include "model/depth_read.h"
 #include "model/gpt.h"
 #include "tests/bench/bench_common.h"
+#include "worker/trainer/runtime.h"
 
 namespace {
 
@@ -221,6 +222,7 @@ int main(int argc, char** argv) {
   for (Arm a : arms)
     if (!rdattn::model::Preset(preset, a)) Usage("unknown preset '" + preset + "'");
   at::set_num_threads(1);
+  rdattn::trainer::RetainFreedHostMemory();  // as rdattn-train does: no page faults per step
   if (read_bench > 0) {
     ReadBench(*rdattn::model::Preset(preset, arms.front()), batch, read_bench);
     return 0;
