@@ -17,7 +17,7 @@ KEYS = ["rd_over_block_tokens_per_second", "rd_over_block_peak_memory",
         "block_over_standard_tokens_per_second", "block_over_standard_peak_memory",
         "standard_flops_over_peak", "block_flops_over_peak", "rd_flops_over_peak"]
 ARM_KEYS = ["tokens_per_second", "ms_per_step", "peak_memory_bytes", "peak_rss_bytes", "params", "flops_per_token_forward",
-            "flops_per_token_training", "achieved_flops_per_second", "flops_over_peak",
+            "flops_per_token_training", "achieved_flops_per_second", "flops_over_peak", "flops_over_peak_causal_attention",
             "measured_matmul_over_analytic_flops"]
 MPI_KEYS = ["step_seconds", "data_seconds", "compute_seconds", "allreduce_seconds", "optimizer_seconds",
             "tokens_per_second"]
