@@ -8,6 +8,7 @@
 
 #include "common/strings.h"
 #include "model/attention.h"
+#include "model/fused_ops.h"
 
 namespace rdattn::model {
 namespace {
@@ -167,7 +168,10 @@ at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
 }
 
 at::Tensor GptImpl::Mlp(const LayerImpl& layer, const at::Tensor& x) const {
-  return at::linear(at::silu(at::linear(x, layer.wgate)) * at::linear(x, layer.wup), layer.wdown);
+  // silu(x·W_gateᵀ) ⊙ (x·W_upᵀ) in one fused pass (model/fused_ops.h) between two BLAS GEMMs. One
+  // code path for every arm, so that rd with q_v = q_attn stays bitwise equal to block (T6).
+  const at::Tensor gate = at::linear(x, layer.wgate), up = at::linear(x, layer.wup);
+  return at::linear(SwiGlu(gate, up), layer.wdown);
 }
 
 ForwardOutput GptImpl::ForwardStandard(const at::Tensor& e, const at::Tensor& cos,

@@ -1,0 +1,201 @@
+#include "model/fused_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <atomic>
+#include <vector>
+
+#include "model/depth.h"
+#include "model/fused_ops_cpu_args.h"
+
+namespace rdattn::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+std::atomic<bool> kernels_enabled{true};
+std::atomic<bool> baseline_only{false};
+
+bool UseAvx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = __builtin_cpu_supports("avx2") != 0;
+  return has && !baseline_only.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+// The kernels serve CPU float32/float64 tensors; anything else takes the plain composition.
+bool KernelTensor(const at::Tensor& t) {
+  const auto dt = t.scalar_type();
+  return kernels_enabled.load(std::memory_order_relaxed) && t.device().is_cpu() &&
+         (dt == at::kFloat || dt == at::kDouble) && t.numel() > 0;
+}
+
+int64_t NormChunks(int64_t N) { return (N + fused_cpu::kNormRows - 1) / fused_cpu::kNormRows; }
+
+// x [N,D] (any leading shape), g [D], all contiguous; fills y (x's shape) and rho [N].
+template <typename T>
+void NormForwardTyped(const at::Tensor& x, const at::Tensor& g, double eps, at::Tensor& y,
+                      at::Tensor& rho) {
+  const int64_t D = x.size(-1), N = x.numel() / D;
+  const fused_cpu::NormForwardArgs<T> p{N,
+                                        D,
+                                        static_cast<T>(eps),
+                                        x.data_ptr<T>(),
+                                        g.data_ptr<T>(),
+                                        y.data_ptr<T>(),
+                                        rho.data_ptr<T>()};
+  const bool avx2 = UseAvx2();
+  at::parallel_for(0, NormChunks(N), 1, [&](int64_t c0, int64_t c1) {
+    if (avx2) {
+      fused_cpu::avx2::NormForward(p, c0, c1);
+    } else {
+      fused_cpu::base::NormForward(p, c0, c1);
+    }
+  });
+}
+
+// Fills dx (x's shape) and dg [D] where defined.
+template <typename T>
+void NormBackwardTyped(const at::Tensor& x, const at::Tensor& g, const at::Tensor& dy,
+                       const at::Tensor& rho, at::Tensor& dx, at::Tensor& dg) {
+  const int64_t D = x.size(-1), N = x.numel() / D, chunks = NormChunks(N);
+  // Per-chunk partial sums of ∂L/∂g, added in chunk order below: the same sum for every number
+  // of threads.
+  std::vector<T> dg_part(dg.defined() ? static_cast<size_t>(chunks * D) : 0, T(0));
+  const fused_cpu::NormBackwardArgs<T> p{N,
+                                         D,
+                                         x.data_ptr<T>(),
+                                         g.data_ptr<T>(),
+                                         dy.data_ptr<T>(),
+                                         rho.data_ptr<T>(),
+                                         dx.defined() ? dx.data_ptr<T>() : nullptr,
+                                         dg_part.empty() ? nullptr : dg_part.data()};
+  const bool avx2 = UseAvx2();
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    if (avx2) {
+      fused_cpu::avx2::NormBackward(p, c0, c1);
+    } else {
+      fused_cpu::base::NormBackward(p, c0, c1);
+    }
+  });
+  if (dg.defined()) {
+    T* out = dg.data_ptr<T>();
+    for (int64_t d = 0; d < D; ++d) out[d] = T(0);
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t d = 0; d < D; ++d) out[d] += dg_part[static_cast<size_t>(c * D + d)];
+  }
+}
+
+// inputs x [..., D], gain [D]; output y = x · ρ · gain.
+struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& gain,
+                            double eps) {
+    const at::Tensor xc = x.contiguous(), gc = gain.contiguous();
+    at::Tensor y = at::empty(xc.sizes(), xc.options());
+    at::Tensor rho = at::empty({xc.numel() / xc.size(-1)}, xc.options());
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "fused_rms_norm_forward",
+                               [&] { NormForwardTyped<scalar_t>(xc, gc, eps, y, rho); });
+    // x by reference (the graph's own tensor) and ρ: the backward recomputes x̂ = x·ρ.
+    ctx->save_for_backward({x, gain});
+    ctx->saved_data["rho"] = rho;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor x = saved[0].contiguous(), g = saved[1].contiguous();
+    const at::Tensor dy = grads[0].contiguous();
+    const at::Tensor rho = ctx->saved_data["rho"].toTensor();
+    at::Tensor dx, dg;
+    if (ctx->needs_input_grad(0)) dx = at::empty(x.sizes(), x.options());
+    if (ctx->needs_input_grad(1)) dg = at::empty(g.sizes(), g.options());
+    if (dx.defined() || dg.defined()) {
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_rms_norm_backward",
+                                 [&] { NormBackwardTyped<scalar_t>(x, g, dy, rho, dx, dg); });
+    }
+    return {dx, dg, at::Tensor()};
+  }
+};
+
+// Forward (p.y set) or backward (p.dy, p.da, p.db set) over n contiguous elements.
+template <typename T>
+void SwiGluTyped(const fused_cpu::SwiGluArgs<T>& p, int64_t n, bool forward) {
+  const bool avx2 = UseAvx2();
+  at::parallel_for(0, n, fused_cpu::kSwiGluGrain, [&](int64_t i0, int64_t i1) {
+    if (forward && avx2) {
+      fused_cpu::avx2::SwiGluForward(p, i0, i1);
+    } else if (forward) {
+      fused_cpu::base::SwiGluForward(p, i0, i1);
+    } else if (avx2) {
+      fused_cpu::avx2::SwiGluBackward(p, i0, i1);
+    } else {
+      fused_cpu::base::SwiGluBackward(p, i0, i1);
+    }
+  });
+}
+
+// inputs a, b of one shape; output silu(a) · b.
+struct SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+    const at::Tensor ac = a.contiguous(), bc = b.contiguous();
+    at::Tensor y = at::empty(ac.sizes(), ac.options());
+    AT_DISPATCH_FLOATING_TYPES(ac.scalar_type(), "swiglu_forward", [&] {
+      const fused_cpu::SwiGluArgs<scalar_t> p{ac.data_ptr<scalar_t>(),
+                                              bc.data_ptr<scalar_t>(),
+                                              nullptr,
+                                              y.data_ptr<scalar_t>(),
+                                              nullptr,
+                                              nullptr};
+      SwiGluTyped(p, ac.numel(), /*forward=*/true);
+    });
+    // a and b by reference (the GEMMs' outputs); silu(a) is not saved but recomputed.
+    ctx->save_for_backward({a, b});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor a = saved[0].contiguous(), b = saved[1].contiguous();
+    const at::Tensor dy = grads[0].contiguous();
+    // Both gradients come from one pass (they share the sigmoid); one not needed is dropped.
+    at::Tensor da = at::empty(a.sizes(), a.options()), db = at::empty(b.sizes(), b.options());
+    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "swiglu_backward", [&] {
+      const fused_cpu::SwiGluArgs<scalar_t> p{a.data_ptr<scalar_t>(),  b.data_ptr<scalar_t>(),
+                                              dy.data_ptr<scalar_t>(), nullptr,
+                                              da.data_ptr<scalar_t>(), db.data_ptr<scalar_t>()};
+      SwiGluTyped(p, a.numel(), /*forward=*/false);
+    });
+    return {ctx->needs_input_grad(0) ? da : at::Tensor(),
+            ctx->needs_input_grad(1) ? db : at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& gain, double eps) {
+  if (!KernelTensor(x) || !gain.device().is_cpu() || gain.scalar_type() != x.scalar_type() ||
+      gain.dim() != 1 || gain.size(0) != x.size(-1))
+    return RmsNorm(x, gain, eps);
+  return RmsNormFunction::apply(x, gain, eps);
+}
+
+at::Tensor SwiGlu(const at::Tensor& a, const at::Tensor& b) {
+  if (!KernelTensor(a) || !b.device().is_cpu() || b.scalar_type() != a.scalar_type() ||
+      b.sizes() != a.sizes())
+    return at::silu(a) * b;
+  return SwiGluFunction::apply(a, b);
+}
+
+void SetFusedCpuKernels(bool on) { kernels_enabled.store(on); }
+
+bool FusedCpuKernels() { return kernels_enabled.load(); }
+
+void ForceBaselineFusedKernels(bool on) { baseline_only.store(on); }
+
+}  // namespace rdattn::model

@@ -1,0 +1,42 @@
+// Fused operators of the transformer sublayers (issue 11): RMSNorm and the SwiGLU product, each
+// a custom autograd function whose CPU float32/float64 forward and backward are one pass of a
+// hand-written loop (model/fused_ops_cpu_kernel.inc) instead of a chain of small ATen ops
+// (pow, mean, rsqrt, mul, silu, their backwards and the temporaries between them).
+//
+// Why: on the CPU, the standard arm's training step spent ~30 ms of ~300 outside its GEMMs in
+// these elementwise ops, each a full pass over a [tokens, D] or [tokens, F] tensor.
+//
+// Other devices and dtypes (CUDA, bf16, fp16), or the kernels switched off, take the plain
+// composition: RmsNorm (model/depth.h) and at::silu(a) * b. The plain composition is the
+// reference the tests hold the kernels to.
+//
+// Bits: the kernels are compiled for the baseline instruction set and for AVX2 and chosen at run
+// time; both builds give the same bits, and so do all thread counts (sums over D use 8 fixed
+// lanes added in a fixed tree; the gain's gradient is summed over fixed chunks of rows in
+// order). Results differ from the plain composition's in the last bits only (its reductions
+// and its exp are ATen's).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace rdattn::model {
+
+// g ⊙ x / sqrt(mean_d(x²) + eps) over the last axis, as RmsNorm (model/depth.h): same result
+// dtype (float64 stays float64, the rest computes in float32). The backward saves x (by
+// reference) and the per-row inverse RMS only.
+at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& gain, double eps);
+
+// silu(a) ⊙ b, the gated product of the SwiGLU MLP, for a and b of one shape and dtype. The
+// backward saves a and b (by reference) and recomputes the sigmoid.
+at::Tensor SwiGlu(const at::Tensor& a, const at::Tensor& b);
+
+// Switches the CPU kernels off (the plain composition everywhere) or back on; on by default.
+// For tests and benchmarks.
+void SetFusedCpuKernels(bool on);
+bool FusedCpuKernels();
+
+// The kernels run in an AVX2 build on CPUs that have AVX2, else in the baseline build; both
+// give the same bits. Tests force the baseline build to check that.
+void ForceBaselineFusedKernels(bool on);
+
+}  // namespace rdattn::model

@@ -1,0 +1,275 @@
+// The fused RMSNorm and SwiGLU operators (model/fused_ops.h) against their plain compositions
+// (RmsNorm of model/depth.h; at::silu(a) * b): forward and backward in float64, central finite
+// differences of the custom backwards, float32 agreement, extreme SwiGLU inputs, the kernels'
+// bits across instruction sets and thread counts, the fallback for other dtypes, and the whole
+// model with the kernels on and off. Shapes have row counts that are not a multiple of the
+// kernels' row chunk (64) and widths that are not a multiple of their 8 lanes.
+#include "model/fused_ops.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "model/depth.h"
+#include "model/gpt.h"
+#include "tests/model/test_util.h"
+
+namespace rdattn::model {
+namespace {
+
+using testing::MaxRelDiff;
+using testing::Perturb;
+using testing::RandomTokens;
+using testing::Small;
+
+const auto kF64 = torch::TensorOptions().dtype(torch::kDouble);
+constexpr double kEps = 1e-6;
+
+// Turns the kernels on or off for a scope (SetFusedCpuKernels), restoring the setting.
+class KernelChoice {
+ public:
+  explicit KernelChoice(bool on) : was_(FusedCpuKernels()) { SetFusedCpuKernels(on); }
+  ~KernelChoice() { SetFusedCpuKernels(was_); }
+  KernelChoice(const KernelChoice&) = delete;
+  KernelChoice& operator=(const KernelChoice&) = delete;
+
+ private:
+  bool was_;
+};
+
+// Shapes [.., D]: one row chunk or less, several chunks with a partial last one (3·70 = 210
+// rows), and widths below, at and above multiples of 8.
+const std::vector<std::vector<int64_t>> kShapes = {{2, 3, 5}, {3, 70, 45}, {130, 16}, {1, 1, 9}};
+
+// The inputs of one operator call, float64 leaves, and a fixed random output weighting w so
+// that the objective Σ y·w gives every output element its own gradient.
+struct Inputs {
+  at::Tensor x, g, w;  // RMSNorm: x, gain; SwiGLU: a = x, b = g (x's shape)
+};
+
+Inputs MakeNormInputs(const std::vector<int64_t>& shape, uint64_t seed) {
+  torch::manual_seed(static_cast<int64_t>(seed));
+  Inputs in;
+  in.x = (1.5 * torch::randn(shape, kF64)).requires_grad_(true);
+  in.g = (1.0 + 0.3 * torch::randn({shape.back()}, kF64)).requires_grad_(true);
+  in.w = torch::randn(shape, kF64);
+  return in;
+}
+
+Inputs MakeSwiGluInputs(const std::vector<int64_t>& shape, uint64_t seed) {
+  torch::manual_seed(static_cast<int64_t>(seed));
+  Inputs in;
+  in.x = (3.0 * torch::randn(shape, kF64)).requires_grad_(true);
+  in.g = torch::randn(shape, kF64).requires_grad_(true);
+  in.w = torch::randn(shape, kF64);
+  return in;
+}
+
+Inputs Cast(const Inputs& in, at::ScalarType dt) {
+  return {in.x.detach().to(dt).requires_grad_(true), in.g.detach().to(dt).requires_grad_(true),
+          in.w.to(dt)};
+}
+
+using Op = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+
+const Op kFusedNorm = [](const at::Tensor& x, const at::Tensor& g) {
+  return FusedRmsNorm(x, g, kEps);
+};
+const Op kPlainNorm = [](const at::Tensor& x, const at::Tensor& g) { return RmsNorm(x, g, kEps); };
+const Op kFusedSwiGlu = [](const at::Tensor& a, const at::Tensor& b) { return SwiGlu(a, b); };
+const Op kPlainSwiGlu = [](const at::Tensor& a, const at::Tensor& b) { return at::silu(a) * b; };
+
+// y, ∂(Σ y·w)/∂x, ∂(Σ y·w)/∂g.
+std::vector<at::Tensor> RunOp(const Op& op, Inputs& in) {
+  const at::Tensor y = op(in.x, in.g);
+  (y * in.w).sum().backward();
+  return {y.detach(), in.x.grad(), in.g.grad()};
+}
+
+void ExpectClose(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want,
+                 double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  const char* names[] = {"output", "grad 0", "grad 1"};
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].scalar_type(), want[i].scalar_type()) << what << " " << names[i];
+    EXPECT_EQ(got[i].sizes(), want[i].sizes()) << what << " " << names[i];
+    EXPECT_LT(MaxRelDiff(got[i].to(torch::kDouble), want[i].to(torch::kDouble)), tol)
+        << what << " " << names[i];
+  }
+}
+
+std::string ShapeName(const std::vector<int64_t>& s) {
+  std::string n;
+  for (const int64_t d : s) n += (n.empty() ? "" : "x") + std::to_string(d);
+  return n;
+}
+
+TEST(FusedOpsTest, RmsNormMatchesThePlainCompositionInFloat64) {
+  for (const auto& shape : kShapes) {
+    const Inputs base = MakeNormInputs(shape, 1 + static_cast<uint64_t>(shape.back()));
+    Inputs a = Cast(base, torch::kDouble), b = Cast(base, torch::kDouble);
+    ExpectClose(RunOp(kFusedNorm, a), RunOp(kPlainNorm, b), 1e-13, "rmsnorm " + ShapeName(shape));
+  }
+}
+
+TEST(FusedOpsTest, SwiGluMatchesThePlainCompositionInFloat64) {
+  for (const auto& shape : kShapes) {
+    const Inputs base = MakeSwiGluInputs(shape, 2 + static_cast<uint64_t>(shape.back()));
+    Inputs a = Cast(base, torch::kDouble), b = Cast(base, torch::kDouble);
+    ExpectClose(RunOp(kFusedSwiGlu, a), RunOp(kPlainSwiGlu, b), 1e-13,
+                "swiglu " + ShapeName(shape));
+  }
+}
+
+// Central differences of Σ op(x, g)·w in float64 against the custom backward, every element.
+void CheckFiniteDifferences(const Op& op, Inputs in, const std::string& what) {
+  const std::vector<at::Tensor> grads = RunOp(op, in);
+  torch::NoGradGuard no_grad;
+  const double h = 1e-6;
+  for (int which = 0; which < 2; ++which) {
+    at::Tensor p = (which == 0 ? in.x : in.g).detach().clone();
+    at::Tensor other = (which == 0 ? in.g : in.x).detach();
+    auto f = [&](const at::Tensor& v) {
+      const at::Tensor y = which == 0 ? op(v, other) : op(other, v);
+      return (y * in.w).sum().item<double>();
+    };
+    const at::Tensor flat = p.view({-1});
+    const at::Tensor analytic = grads[static_cast<size_t>(which + 1)].reshape({-1});
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const double v = flat[i].item<double>();
+      flat[i] = v + h;
+      const double up = f(p);
+      flat[i] = v - h;
+      const double down = f(p);
+      flat[i] = v;
+      const double fd = (up - down) / (2 * h);
+      const double an = analytic[i].item<double>();
+      EXPECT_NEAR(an, fd, 1e-7 * std::max(1.0, std::abs(fd)))
+          << what << " input " << which << " element " << i;
+    }
+  }
+}
+
+TEST(FusedOpsTest, BackwardsMatchFiniteDifferencesInFloat64) {
+  for (const auto& shape : {std::vector<int64_t>{2, 3, 5}, std::vector<int64_t>{1, 11}}) {
+    CheckFiniteDifferences(kFusedNorm, MakeNormInputs(shape, 11), "rmsnorm " + ShapeName(shape));
+    CheckFiniteDifferences(kFusedSwiGlu, MakeSwiGluInputs(shape, 12), "swiglu " + ShapeName(shape));
+  }
+}
+
+// float32: the kernels and the plain composition agree to float32 rounding (the kernels' sums
+// and exp differ from ATen's in the last bits), outputs and both gradients.
+TEST(FusedOpsTest, KernelsAgreeWithThePlainCompositionInFloat32) {
+  for (const auto& shape : kShapes) {
+    const Inputs nb = MakeNormInputs(shape, 21), sb = MakeSwiGluInputs(shape, 22);
+    Inputs n1 = Cast(nb, torch::kFloat), n2 = Cast(nb, torch::kFloat);
+    ExpectClose(RunOp(kFusedNorm, n1), RunOp(kPlainNorm, n2), 2e-6, "rmsnorm " + ShapeName(shape));
+    Inputs s1 = Cast(sb, torch::kFloat), s2 = Cast(sb, torch::kFloat);
+    ExpectClose(RunOp(kFusedSwiGlu, s1), RunOp(kPlainSwiGlu, s2), 2e-6,
+                "swiglu " + ShapeName(shape));
+  }
+}
+
+// The float32 sigmoid's own exp (model/fused_ops_cpu_kernel.inc) over its whole range, its
+// clamp at [-87, 88] included: silu(a)·b and both gradients against float64, element by
+// element (relative 1e-6, or absolute 1e-30 where the result underflows); NaN propagates.
+TEST(FusedOpsTest, SwiGluFloat32IsAccurateOverTheWholeRange) {
+  std::vector<double> values = {-1e4, -200, -104, -90, -88.5, -87.5, -87, -50, -20,  -1, -1e-3,
+                                0,    1e-3, 0.5,  1,   20,    50,    87,  88,  88.5, 90, 1e4};
+  for (int i = -400; i <= 400; ++i) values.push_back(i * 0.0731);
+  const auto n = static_cast<int64_t>(values.size());
+  // Inputs representable in float32, so that the float64 reference sees the same numbers.
+  auto f32 = [](const at::Tensor& t) { return t.to(torch::kFloat).to(torch::kDouble); };
+  const at::Tensor a64 = f32(torch::tensor(values, kF64));
+  const at::Tensor b64 = f32(0.5 + torch::rand({n}, kF64)), w64 = f32(torch::randn({n}, kF64));
+  Inputs ref{a64.clone().requires_grad_(true), b64.clone().requires_grad_(true), w64};
+  const std::vector<at::Tensor> want = RunOp(kPlainSwiGlu, ref);
+  Inputs in = Cast(ref, torch::kFloat);
+  const std::vector<at::Tensor> got = RunOp(kFusedSwiGlu, in);
+  for (size_t t = 0; t < got.size(); ++t) {
+    const at::Tensor g = got[t].to(torch::kDouble);
+    const at::Tensor& r = want[t];
+    // ∂/∂a crosses zero at a ≈ -1.28, where s(1 + a(1 − s)) cancels: there the error is
+    // relative to the scale of its terms, |dy·b|.
+    const at::Tensor err = (g - r).abs();
+    const at::Tensor bound = 1e-6 * r.abs() + (t == 1 ? 1e-6 * (w64 * b64).abs() : 1e-30 + 0 * r);
+    EXPECT_TRUE((err <= bound).all().item<bool>())
+        << "tensor " << t << ": worst at a = " << a64[(err / bound).argmax()].item<double>();
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const at::Tensor y = SwiGlu(torch::tensor({nan, 1.0F}), torch::tensor({1.0F, nan}));
+  EXPECT_TRUE(y.isnan().all().item<bool>());
+}
+
+// The kernels' bits depend neither on the instruction set they run in (AVX2 or the baseline
+// build) nor on the number of threads: outputs and gradients (∂L/∂g is the one reduction over
+// rows) are bitwise equal. On a CPU without AVX2 both runs take the baseline build and the
+// first comparison holds trivially.
+TEST(FusedOpsTest, KernelBitsDoNotDependOnInstructionSetOrThreadCount) {
+  const KernelChoice on(true);
+  const int threads_was = at::get_num_threads();
+  // 3·70·333 SwiGLU elements: more than one parallel task (32768 elements each).
+  for (const auto& shape : {std::vector<int64_t>{3, 70, 45}, std::vector<int64_t>{3, 70, 333},
+                            std::vector<int64_t>{300, 256}}) {
+    for (const bool norm : {true, false}) {
+      const Inputs base = norm ? MakeNormInputs(shape, 31) : MakeSwiGluInputs(shape, 32);
+      for (const auto dt : {torch::kFloat, torch::kDouble}) {
+        auto run = [&](bool baseline, int threads) {
+          ForceBaselineFusedKernels(baseline);
+          at::set_num_threads(threads);
+          Inputs in = Cast(base, dt);
+          std::vector<at::Tensor> v = RunOp(norm ? kFusedNorm : kFusedSwiGlu, in);
+          ForceBaselineFusedKernels(false);
+          at::set_num_threads(threads_was);
+          return v;
+        };
+        const auto ref = run(false, 1), baseline = run(true, 1), threaded = run(false, 3);
+        const std::string what = std::string(norm ? "rmsnorm " : "swiglu ") + ShapeName(shape) +
+                                 (dt == torch::kFloat ? " float32" : " float64");
+        for (size_t i = 0; i < ref.size(); ++i) {
+          EXPECT_TRUE(torch::equal(ref[i], baseline[i])) << what << " baseline, tensor " << i;
+          EXPECT_TRUE(torch::equal(ref[i], threaded[i])) << what << " 3 threads, tensor " << i;
+        }
+      }
+    }
+  }
+}
+
+// Other dtypes take the plain composition: bitwise the reference's result.
+TEST(FusedOpsTest, OtherDtypesTakeThePlainComposition) {
+  const Inputs base = MakeNormInputs({3, 70, 45}, 41);
+  const at::Tensor x = base.x.detach().to(torch::kBFloat16);
+  const at::Tensor g = base.g.detach().to(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(FusedRmsNorm(x, g, kEps), RmsNorm(x, g, kEps)));
+  EXPECT_TRUE(torch::equal(SwiGlu(x, x), at::silu(x) * x));
+}
+
+// The whole model, kernels on against off (the plain composition), in float64: logits and every
+// parameter's gradient, for the standard arm (both fused ops) and block (SwiGLU only).
+TEST(FusedOpsTest, WholeModelWithKernelsMatchesPlainInFloat64) {
+  for (const Arm arm : {Arm::kStandard, Arm::kBlock}) {
+    const ModelConfig c = Small(arm);
+    const at::Tensor tokens = RandomTokens(c, 2, 16, 5), targets = RandomTokens(c, 2, 16, 6);
+    std::vector<std::vector<at::Tensor>> res;
+    for (const bool on : {true, false}) {
+      const KernelChoice choice(on);
+      Gpt model(c, 3);
+      model->to(torch::kDouble);
+      Perturb(model, 4);
+      const at::Tensor logits = model->forward(tokens);
+      GptImpl::Loss(logits, targets).backward();
+      std::vector<at::Tensor> v = {logits.detach()};
+      for (const auto& p : model->parameters()) v.push_back(p.grad());
+      res.push_back(v);
+    }
+    for (size_t i = 0; i < res[0].size(); ++i)
+      EXPECT_LT(MaxRelDiff(res[0][i], res[1][i]), 1e-12) << ArmName(arm) << " tensor " << i;
+  }
+}
+
+}  // namespace
+}  // namespace rdattn::model
