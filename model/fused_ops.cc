@@ -179,8 +179,8 @@ struct SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
 }  // namespace
 
 at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& gain, double eps) {
-  if (!KernelTensor(x) || !gain.device().is_cpu() || gain.scalar_type() != x.scalar_type() ||
-      gain.dim() != 1 || gain.size(0) != x.size(-1))
+  if (!KernelTensor(x) || x.dim() < 1 || !gain.device().is_cpu() ||
+      gain.scalar_type() != x.scalar_type() || gain.dim() != 1 || gain.size(0) != x.size(-1))
     return RmsNorm(x, gain, eps);
   return RmsNormFunction::apply(x, gain, eps);
 }

@@ -246,6 +246,11 @@ TEST(FusedOpsTest, OtherDtypesTakeThePlainComposition) {
   const at::Tensor g = base.g.detach().to(torch::kBFloat16);
   EXPECT_TRUE(torch::equal(FusedRmsNorm(x, g, kEps), RmsNorm(x, g, kEps)));
   EXPECT_TRUE(torch::equal(SwiGlu(x, x), at::silu(x) * x));
+  // So do shapes the kernels do not take: a scalar, a gain that broadcasts, mismatched operands.
+  const at::Tensor s = torch::tensor(2.0, kF64), one = torch::ones({1}, kF64);
+  EXPECT_TRUE(torch::equal(FusedRmsNorm(s, one, kEps), RmsNorm(s, one, kEps)));
+  const at::Tensor xd = base.x.detach(), col = torch::ones({70, 1}, kF64);
+  EXPECT_TRUE(torch::equal(SwiGlu(xd, col), at::silu(xd) * col));
 }
 
 // The whole model, kernels on against off (the plain composition), in float64: logits and every
