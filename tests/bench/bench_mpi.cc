@@ -27,6 +27,7 @@
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
 #include "worker/data/shard.h"
+#include "worker/trainer/optimizer.h"
 #include "worker/trainer/runtime.h"
 #include "worker/trainer/sampler.h"
 
@@ -106,7 +107,7 @@ int MpiStepMain(const MpiOptions& o) {
       if (Status s = buckets.AllReduceMean(comm); !s.ok()) return Fail(rank, s.ToString());
       const auto t3 = Clock::now();
       torch::nn::utils::clip_grad_norm_(params, 1.0);
-      opt->step();
+      trainer::FusedAdamWStep(*opt);  // as rdattn-train steps
       const auto t4 = Clock::now();
       if (step < o.warmup) continue;
       data_s.push_back(Seconds(t0, t1));

@@ -33,6 +33,7 @@
 #endif
 
 #include "tests/bench/bench_common.h"
+#include "worker/trainer/optimizer.h"
 #include "worker/trainer/train_step.h"
 
 namespace rdattn::bench {
@@ -148,7 +149,7 @@ at::Tensor FullStep(model::Gpt& m, torch::optim::AdamW& opt, const at::Tensor& b
   opt.zero_grad();
   at::Tensor loss = ForwardBackward(m, batch, dev);
   torch::nn::utils::clip_grad_norm_(m->parameters(), 1.0);
-  opt.step();
+  trainer::FusedAdamWStep(opt);  // as rdattn-train steps
   return loss;
 }
 

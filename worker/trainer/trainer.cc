@@ -28,6 +28,7 @@
 #include "worker/trainer/fence.h"         // provides: AttemptFence
 #include "worker/trainer/lr_schedule.h"   // provides: LearningRate
 #include "worker/trainer/model_file.h"    // provides: LoadRunCheckpoint
+#include "worker/trainer/optimizer.h"     // provides: FusedAdamWStep
 #include "worker/trainer/resume.h"        // provides: PlanResume
 #include "worker/trainer/runtime.h"       // provides: Runtime, AutocastGuard, MakeBatch
 #include "worker/trainer/sampler.h"       // provides: Sampler, WindowIndex, OpenShards
@@ -199,7 +200,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     double allreduce_s = 0;
     RDATTN_RETURN_IF_ERROR(AllReduceGradients(params, buckets, comm, &allreduce_s));
     const at::Tensor grad_norm = ClipGradients(params, cfg.optim.grad_clip);
-    optimizer.step();
+    FusedAdamWStep(optimizer);  // torch's AdamW math and state, one pass per tensor on the CPU
 
     // The stop vote (SIGTERM, --stop-after-steps) with the mean loss; rank 0 also looks at the
     // fence: a newer attempt has claimed the checkpoint directory.

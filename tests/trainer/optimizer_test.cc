@@ -1,0 +1,367 @@
+// FusedAdamWStep (worker/trainer/optimizer.h) against LibTorch's torch::optim::AdamW: the same
+// trajectories (float64 to ~1e-14, float32 to a few ulps), the same state objects under the same
+// keys (a saved state loads into either and continues), parameters without a gradient skipped,
+// amsgrad refused, the fallback to optimizer.step(), and bits independent of the thread count.
+#include "worker/trainer/optimizer.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/C++17.h>
+#include <gtest/gtest.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "worker/trainer/adamw_kernel.h"
+
+namespace rdattn::trainer {
+namespace {
+
+// Shapes of the parameters: odd sizes (vector tails), a decay group (matrices) and a no-decay group
+// (vectors), as AdamWGroups makes them. kNoGrad never gets a gradient.
+const std::vector<std::vector<int64_t>> kShapes = {{37, 13}, {64, 8}, {13}, {5}, {1}, {3, 7}};
+constexpr size_t kNoGrad = 3;
+bool Decays(size_t i) { return kShapes[i].size() == 2; }
+
+std::vector<at::Tensor> MakeParams(at::ScalarType dtype, uint64_t seed = 7) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  std::vector<at::Tensor> params;
+  params.reserve(kShapes.size());
+  for (const auto& shape : kShapes)
+    params.push_back(at::randn(shape, gen, at::TensorOptions().dtype(dtype)).requires_grad_());
+  return params;
+}
+
+std::vector<at::Tensor> Clone(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  out.reserve(params.size());
+  for (const auto& p : params) out.push_back(p.detach().clone().requires_grad_());
+  return out;
+}
+
+std::unique_ptr<torch::optim::AdamW> MakeAdamW(const std::vector<at::Tensor>& params,
+                                               double weight_decay = 0.1, bool amsgrad = false) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (const bool decay : {true, false}) {
+    std::vector<at::Tensor> members;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (Decays(i) == decay) members.push_back(params[i]);
+    auto options = std::make_unique<torch::optim::AdamWOptions>();
+    options->betas({0.9, 0.95}).eps(1e-8).weight_decay(decay ? weight_decay : 0.0).amsgrad(amsgrad);
+    groups.emplace_back(members, std::move(options));
+  }
+  return std::make_unique<torch::optim::AdamW>(std::move(groups));
+}
+
+// Step `step`'s gradients (the same for every copy of the parameters) and learning rate (a warmup,
+// large enough that the decay and the update both move the weights).
+void SetGradients(std::vector<at::Tensor>& params, int64_t step) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (i == kNoGrad) continue;
+    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(1000 * step + i));
+    params[i].mutable_grad() =
+        at::randn(params[i].sizes(), gen, at::TensorOptions().dtype(params[i].scalar_type())) *
+        (0.5 + static_cast<double>(i));
+  }
+}
+void SetLr(torch::optim::AdamW& opt, int64_t step) {
+  for (auto& group : opt.param_groups())
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(1e-2 * (1 + step % 5));
+}
+
+enum class Kind { kTorch, kFused };
+void Steps(std::vector<at::Tensor>& params, torch::optim::AdamW& opt, Kind kind, int64_t first,
+           int64_t steps) {
+  for (int64_t s = first; s < first + steps; ++s) {
+    SetGradients(params, s);
+    SetLr(opt, s);
+    if (kind == Kind::kTorch) {
+      opt.step();
+    } else {
+      FusedAdamWStep(opt);
+    }
+  }
+}
+
+const torch::optim::AdamWParamState* State(const torch::optim::AdamW& opt, const at::Tensor& p) {
+  const auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+  return it == opt.state().end() ? nullptr
+                                 : &static_cast<const torch::optim::AdamWParamState&>(*it->second);
+}
+
+// max |a − b| / max |a|: the difference relative to the tensor's scale.
+double RelDiff(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = a.abs().max().item<double>();
+  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1.0);
+}
+
+// The largest distance in float32 ulps between two tensors' elements (same signs assumed).
+int64_t MaxUlps(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor ia = a.detach().contiguous().view(at::kInt).to(at::kLong);
+  const at::Tensor ib = b.detach().contiguous().view(at::kInt).to(at::kLong);
+  return (ia - ib).abs().max().item<int64_t>();
+}
+
+bool Bitwise(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b);
+}
+
+// Every parameter and its state in `a` against `b`: `cmp(x, y, what)` on each pair.
+template <typename Cmp>
+void CompareAll(const std::vector<at::Tensor>& pa, const torch::optim::AdamW& oa,
+                const std::vector<at::Tensor>& pb, const torch::optim::AdamW& ob, Cmp cmp) {
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const std::string at = "param " + std::to_string(i);
+    cmp(pa[i].detach(), pb[i].detach(), at);
+    const auto *sa = State(oa, pa[i]), *sb = State(ob, pb[i]);
+    ASSERT_EQ(sa == nullptr, sb == nullptr) << at;
+    if (sa == nullptr) continue;
+    EXPECT_EQ(sa->step(), sb->step()) << at;
+    cmp(sa->exp_avg(), sb->exp_avg(), at + " exp_avg");
+    cmp(sa->exp_avg_sq(), sb->exp_avg_sq(), at + " exp_avg_sq");
+  }
+}
+
+void ExpectClose(const std::vector<at::Tensor>& pa, const torch::optim::AdamW& oa,
+                 const std::vector<at::Tensor>& pb, const torch::optim::AdamW& ob) {
+  CompareAll(pa, oa, pb, ob, [](const at::Tensor& x, const at::Tensor& y, const std::string& w) {
+    ASSERT_EQ(x.scalar_type(), y.scalar_type()) << w;
+    if (x.scalar_type() == at::kDouble) {
+      EXPECT_LE(RelDiff(x, y), 1e-14) << w;
+    } else {
+      // In units of 2^-24 (float32's ulp at 1) relative to the tensor's largest magnitude:
+      // elementwise ulps mean little for exp_avg, whose elements cancel towards 0 (one element
+      // 2319 ulps apart at 2.2 units of the largest). 2.6 measured over 20 steps.
+      EXPECT_LE(RelDiff(x, y) * 0x1p24, 8) << w << " (elementwise " << MaxUlps(x, y) << " ulps)";
+    }
+  });
+}
+
+void ExpectBitwise(const std::vector<at::Tensor>& pa, const torch::optim::AdamW& oa,
+                   const std::vector<at::Tensor>& pb, const torch::optim::AdamW& ob) {
+  CompareAll(pa, oa, pb, ob, [](const at::Tensor& x, const at::Tensor& y, const std::string& w) {
+    EXPECT_TRUE(Bitwise(x, y)) << w;
+  });
+}
+
+std::string Save(const torch::optim::AdamW& opt) {
+  torch::serialize::OutputArchive ar;
+  opt.save(ar);
+  std::ostringstream os;
+  ar.save_to(os);
+  return os.str();
+}
+void Load(torch::optim::AdamW& opt, const std::string& bytes) {
+  torch::serialize::InputArchive ar;
+  std::istringstream is(bytes);
+  ar.load_from(is);
+  opt.load(ar);
+}
+
+class Trajectory : public ::testing::TestWithParam<std::tuple<at::ScalarType, double>> {};
+
+// 20 steps of each from the same start: the fused step follows torch's, parameters and state.
+TEST_P(Trajectory, FollowsTorchAdamW) {
+  const auto [dtype, wd] = GetParam();
+  std::vector<at::Tensor> pt = MakeParams(dtype), pf = Clone(pt);
+  const at::Tensor start = pt[0].detach().clone();
+  auto ot = MakeAdamW(pt, wd), of = MakeAdamW(pf, wd);
+  ASSERT_TRUE(FusedAdamWApplies(*of));
+  Steps(pt, *ot, Kind::kTorch, 0, 20);
+  Steps(pf, *of, Kind::kFused, 0, 20);
+  EXPECT_FALSE(Bitwise(pf[0].detach(), start)) << "the parameters moved";
+  ExpectClose(pt, *ot, pf, *of);
+  ASSERT_NE(State(*of, pf[0]), nullptr);
+  EXPECT_EQ(State(*of, pf[0])->step(), 20);
+  EXPECT_EQ(ot->state().size(), of->state().size());
+}
+
+// A parameter without a gradient: untouched, and no state made for it (torch skips it too).
+TEST_P(Trajectory, SkipsParametersWithoutGradient) {
+  const auto [dtype, wd] = GetParam();
+  std::vector<at::Tensor> pf = MakeParams(dtype);
+  const at::Tensor before = pf[kNoGrad].detach().clone();
+  auto of = MakeAdamW(pf, wd);
+  Steps(pf, *of, Kind::kFused, 0, 3);
+  EXPECT_FALSE(pf[kNoGrad].grad().defined());
+  EXPECT_TRUE(Bitwise(pf[kNoGrad].detach(), before));
+  EXPECT_EQ(State(*of, pf[kNoGrad]), nullptr);
+  EXPECT_EQ(of->state().size(), kShapes.size() - 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypeAndDecay, Trajectory,
+                         ::testing::Combine(::testing::Values(at::kDouble, at::kFloat),
+                                            ::testing::Values(0.0, 0.1)));
+
+// torch's kernels differ from the fused loop only by their fused multiply-adds (vec::fmadd in
+// add_'s alpha path under AVX2/AVX512). Without them (ATen's default kernels, chosen by
+// ATEN_CPU_CAPABILITY=default: ctest's trainer_optimizer.default_isa) the two are bitwise equal,
+// which pins the operation order and every scalar's cast.
+TEST(FusedAdamW, BitwiseOnDefaultIsa) {
+  const char* isa = std::getenv("ATEN_CPU_CAPABILITY");
+  if (isa == nullptr || std::string(isa) != "default")
+    GTEST_SKIP() << "needs ATEN_CPU_CAPABILITY=default";
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    for (const double wd : {0.0, 0.1}) {
+      std::vector<at::Tensor> pt = MakeParams(dtype), pf = Clone(pt);
+      auto ot = MakeAdamW(pt, wd), of = MakeAdamW(pf, wd);
+      Steps(pt, *ot, Kind::kTorch, 0, 20);
+      Steps(pf, *of, Kind::kFused, 0, 20);
+      ExpectBitwise(pt, *ot, pf, *of);
+    }
+  }
+}
+
+class StateInterop : public ::testing::TestWithParam<at::ScalarType> {};
+
+// Saved after fused steps, loaded into a fresh torch AdamW: the same state, bitwise; fused steps
+// on it continue exactly as the uninterrupted fused run, and torch's steps on it follow closely.
+TEST_P(StateInterop, FusedStateLoadsIntoTorch) {
+  std::vector<at::Tensor> pf = MakeParams(GetParam());
+  auto of = MakeAdamW(pf);
+  Steps(pf, *of, Kind::kFused, 0, 6);
+  const std::string saved = Save(*of);
+
+  std::vector<at::Tensor> pr = Clone(pf), pt = Clone(pf);
+  auto orr = MakeAdamW(pr), ot = MakeAdamW(pt);
+  Load(*orr, saved);
+  Load(*ot, saved);
+  ExpectBitwise(pf, *of, pr, *orr);
+
+  Steps(pf, *of, Kind::kFused, 6, 6);
+  Steps(pr, *orr, Kind::kFused, 6, 6);
+  Steps(pt, *ot, Kind::kTorch, 6, 6);
+  ExpectBitwise(pf, *of, pr, *orr);
+  ExpectClose(pt, *ot, pf, *of);
+  EXPECT_EQ(State(*orr, pr[0])->step(), 12);
+}
+
+// Saved after torch's steps and loaded: the fused step continues from torch's state (the same
+// keys: a fresh state would restart the moments and the bias correction) as torch itself does.
+TEST_P(StateInterop, TorchStateLoadsIntoFused) {
+  std::vector<at::Tensor> pt = MakeParams(GetParam());
+  auto ot = MakeAdamW(pt);
+  Steps(pt, *ot, Kind::kTorch, 0, 6);
+  std::vector<at::Tensor> pf = Clone(pt);
+  auto of = MakeAdamW(pf);
+  Load(*of, Save(*ot));
+  Steps(pt, *ot, Kind::kTorch, 6, 6);
+  Steps(pf, *of, Kind::kFused, 6, 6);
+  ExpectClose(pt, *ot, pf, *of);
+  EXPECT_EQ(State(*of, pf[0])->step(), 12);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtype, StateInterop, ::testing::Values(at::kDouble, at::kFloat));
+
+TEST(FusedAdamW, RefusesAmsgrad) {
+  std::vector<at::Tensor> pf = MakeParams(at::kFloat);
+  const at::Tensor before = pf[0].detach().clone();
+  auto of = MakeAdamW(pf, 0.1, /*amsgrad=*/true);
+  SetGradients(pf, 0);
+  try {
+    FusedAdamWStep(*of);
+    ADD_FAILURE() << "amsgrad accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("amsgrad"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(Bitwise(pf[0].detach(), before));
+  EXPECT_TRUE(of->state().empty());
+}
+
+// Not float/double, or not contiguous: optimizer.step() itself, so bitwise torch's result.
+TEST(FusedAdamW, FallsBackToTorchStep) {
+  for (const bool transpose : {true, false}) {
+    const at::ScalarType dtype = transpose ? at::kFloat : at::kBFloat16;
+    std::vector<at::Tensor> pt = MakeParams(dtype);
+    if (transpose)  // a non-contiguous leaf
+      pt[0] = pt[0].detach().t().contiguous().t().requires_grad_();
+    std::vector<at::Tensor> pf = Clone(pt);
+    if (transpose) pf[0] = pf[0].detach().t().contiguous().t().requires_grad_();
+    auto ot = MakeAdamW(pt), of = MakeAdamW(pf);
+    SetGradients(pf, 0);
+    EXPECT_FALSE(FusedAdamWApplies(*of)) << transpose;
+    Steps(pt, *ot, Kind::kTorch, 0, 3);
+    Steps(pf, *of, Kind::kFused, 0, 3);
+    ExpectBitwise(pt, *ot, pf, *of);
+  }
+}
+
+// The AVX2 build of the loop against the baseline build: the same bits, float and double, with
+// and without decay, on a length with a vector tail.
+template <typename T>
+void ExpectBuildsAgree(at::ScalarType dtype) {
+  constexpr int64_t n = 1003;
+  at::Generator gen = at::detail::createCPUGenerator(11);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  const at::Tensor p = at::randn({n}, gen, opts), g = at::randn({n}, gen, opts),
+                   m = at::randn({n}, gen, opts) * 0.1, v = at::rand({n}, gen, opts) * 0.01;
+  for (const bool decay : {false, true}) {
+    adamw::Coefficients c;
+    c.apply_decay = decay;
+    c.decay = 1 - 0.01 * 0.1;
+    c.beta1 = 0.9;
+    c.one_minus_beta1 = 1 - 0.9;
+    c.beta2 = 0.95;
+    c.one_minus_beta2 = 1 - 0.95;
+    c.sqrt_bias2 = std::sqrt(1 - std::pow(0.95, 3.0));
+    c.eps = 1e-8;
+    c.neg_step = -(0.01 / (1 - std::pow(0.9, 3.0)));
+    at::Tensor out[2][3];
+    for (int b = 0; b < 2; ++b) {
+      out[b][0] = p.clone();
+      out[b][1] = m.clone();
+      out[b][2] = v.clone();
+      T* pp = out[b][0].data_ptr<T>();
+      T* mm = out[b][1].data_ptr<T>();
+      T* vv = out[b][2].data_ptr<T>();
+      if (b == 0) {
+        adamw::base::Step(pp, g.data_ptr<T>(), mm, vv, n, c);
+      } else {
+        adamw::avx2::Step(pp, g.data_ptr<T>(), mm, vv, n, c);
+      }
+    }
+    EXPECT_FALSE(Bitwise(out[0][0], p));
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(Bitwise(out[0][k], out[1][k])) << decay << " " << k;
+  }
+}
+
+TEST(FusedAdamW, Avx2BuildMatchesBaseline) {
+  if (!adamw::HasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  ExpectBuildsAgree<float>(at::kFloat);
+  ExpectBuildsAgree<double>(at::kDouble);
+}
+
+// Elementwise: the same bits on 1 thread as on 4, with tensors several grains long.
+TEST(FusedAdamW, BitsIndependentOfThreads) {
+  const int threads = at::get_num_threads();
+  std::vector<at::Tensor> runs[2];
+  std::unique_ptr<torch::optim::AdamW> opts[2];
+  for (int r = 0; r < 2; ++r) {
+    at::set_num_threads(r == 0 ? 1 : 4);
+    at::Generator gen = at::detail::createCPUGenerator(3);
+    runs[r] = {at::randn({300, 1000}, gen).requires_grad_()};
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(runs[r], std::make_unique<torch::optim::AdamWOptions>(1e-2));
+    opts[r] = std::make_unique<torch::optim::AdamW>(std::move(groups));
+    for (int64_t s = 0; s < 3; ++s) {
+      at::Generator g = at::detail::createCPUGenerator(100 + static_cast<uint64_t>(s));
+      runs[r][0].mutable_grad() = at::randn({300, 1000}, g);
+      FusedAdamWStep(*opts[r]);
+    }
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(Bitwise(runs[0][0].detach(), runs[1][0].detach()));
+  EXPECT_TRUE(Bitwise(State(*opts[0], runs[0][0])->exp_avg_sq(),
+                      State(*opts[1], runs[1][0])->exp_avg_sq()));
+}
+
+}  // namespace
+}  // namespace rdattn::trainer
