@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -361,6 +362,90 @@ TEST(FusedAdamW, BitsIndependentOfThreads) {
   EXPECT_TRUE(Bitwise(runs[0][0].detach(), runs[1][0].detach()));
   EXPECT_TRUE(Bitwise(State(*opts[0], runs[0][0])->exp_avg_sq(),
                       State(*opts[1], runs[1][0])->exp_avg_sq()));
+}
+
+// --- FusedClipGradients against torch::nn::utils::clip_grad_norm_.
+
+// Gradients of `params` set from `seed` at scale `scale` (kNoGrad left undefined).
+std::vector<at::Tensor> GradParams(at::ScalarType dtype, double scale) {
+  std::vector<at::Tensor> params = MakeParams(dtype);
+  SetGradients(params, 5);
+  for (auto& p : params)
+    if (p.grad().defined()) p.mutable_grad().mul_(scale);
+  return params;
+}
+
+// Above the clip (scaled down) and below it (untouched), float32 and float64: the norm as
+// clip_grad_norm_'s, the clipped gradients within its roundings, kNoGrad still undefined.
+TEST(FusedClip, FollowsClipGradNorm) {
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    for (const double scale : {1.0, 1e-3}) {
+      std::vector<at::Tensor> pt = GradParams(dtype, scale), pf = GradParams(dtype, scale);
+      std::vector<at::Tensor> before;
+      before.reserve(pf.size());
+      for (const auto& p : pf)
+        before.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+      const double want = torch::nn::utils::clip_grad_norm_(pt, 1.0);
+      const std::optional<at::Tensor> got = FusedClipGradients(pf, 1.0);
+      ASSERT_TRUE(got.has_value());
+      EXPECT_EQ(got->scalar_type(), at::kDouble);
+      const double tol = dtype == at::kDouble ? 1e-14 : 1e-6;
+      EXPECT_NEAR(got->item<double>(), want, tol * want) << dtype << " " << scale;
+      EXPECT_EQ(want > 1.0, scale == 1.0) << "the case clips: " << want;
+      for (size_t i = 0; i < pf.size(); ++i) {
+        ASSERT_EQ(pf[i].grad().defined(), i != kNoGrad);
+        if (i == kNoGrad) continue;
+        if (want <= 1.0) {
+          EXPECT_TRUE(Bitwise(pf[i].grad(), before[i])) << i;
+        } else {
+          EXPECT_LE(RelDiff(pt[i].grad(), pf[i].grad()), dtype == at::kDouble ? 1e-15 : 4e-7) << i;
+        }
+      }
+    }
+  }
+}
+
+// The norm against Σ g² summed in float64 by ATen: float32 squares are exact in float64, so the
+// fused norm is far closer than clip_grad_norm_'s float32 one.
+TEST(FusedClip, NormIsFloat64Accurate) {
+  std::vector<at::Tensor> pf = GradParams(at::kFloat, 1.0);
+  double sq = 0;
+  for (const auto& p : pf)
+    if (p.grad().defined()) sq += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+  const double norm = FusedClipGradients(pf, 0.0)->item<double>();
+  EXPECT_NEAR(norm, std::sqrt(sq), 1e-14 * norm);
+}
+
+TEST(FusedClip, NotCpuFloatIsLeftToTorch) {
+  std::vector<at::Tensor> pf = GradParams(at::kBFloat16, 1.0);
+  const at::Tensor before = pf[0].grad().clone();
+  EXPECT_FALSE(FusedClipGradients(pf, 1e-3).has_value());
+  EXPECT_TRUE(Bitwise(pf[0].grad(), before));
+}
+
+// A NaN in one gradient makes every gradient NaN, as clip_grad_norm_ does (coef = NaN).
+TEST(FusedClip, NanNormPoisonsAsTorchDoes) {
+  std::vector<at::Tensor> pf = GradParams(at::kFloat, 1.0);
+  pf[1].mutable_grad()[0][0] = std::nan("");
+  EXPECT_TRUE(std::isnan(FusedClipGradients(pf, 1.0)->item<double>()));
+  EXPECT_TRUE(pf[0].grad().isnan().all().item<bool>());
+}
+
+// Fixed blocks: the same norm and gradients on 1 thread as on 4, over several blocks.
+TEST(FusedClip, BitsIndependentOfThreads) {
+  const int threads = at::get_num_threads();
+  at::Tensor norms[2], grads[2];
+  for (int r = 0; r < 2; ++r) {
+    at::set_num_threads(r == 0 ? 1 : 4);
+    at::Generator gen = at::detail::createCPUGenerator(5);
+    std::vector<at::Tensor> params = {at::zeros({300, 1000}).requires_grad_()};
+    params[0].mutable_grad() = at::randn({300, 1000}, gen);
+    norms[r] = *FusedClipGradients(params, 1.0);
+    grads[r] = params[0].grad();
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(Bitwise(norms[0], norms[1]));
+  EXPECT_TRUE(Bitwise(grads[0], grads[1]));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// The fused AdamW loop of FusedAdamWStep (worker/trainer/optimizer.h) on raw pointers, one copy
-// per instruction set (worker/trainer/adamw_kernel.inc): the baseline build and an AVX2 build
-// chosen at run time. The loop is bound by its two divisions and square root per element, which
-// AVX2 does 8 floats (4 doubles) at a time, twice the baseline's SSE2 width.
+// The fused AdamW loop of FusedAdamWStep (worker/trainer/optimizer.h), and the gradient-clipping
+// loops of FusedClipGradients, on raw pointers, one copy per instruction set
+// (worker/trainer/adamw_kernel.inc): the baseline build and an AVX2 build chosen at run time. The
+// loop is bound by its two divisions and square root per element, which AVX2 does 8 floats (4
+// doubles) at a time, twice the baseline's SSE2 width.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +20,18 @@ struct Coefficients {
   double neg_step = 0;  // −lr / (1 − β1^t): addcdiv_'s value
 };
 
-// Elements [0, n) of one parameter p, its gradient g and its moments m, v (no overlap).
-// Bitwise the same in every build: the same IEEE operations per element, no contraction.
+// Step: elements [0, n) of one parameter p, its gradient g and its moments m, v (no overlap).
+// SumSquares: Σ x² in float64, element i into lane i mod 8, the 8 lanes added in a fixed tree.
+// Scale: x *= coef cast to x's dtype. Bitwise the same in every build: the same IEEE operations
+// in the same order, no contraction.
 #define RDATTN_ADAMW_DECLARE(isa)                                                                \
   namespace isa {                                                                                \
   void Step(float* p, const float* g, float* m, float* v, int64_t n, const Coefficients& c);     \
   void Step(double* p, const double* g, double* m, double* v, int64_t n, const Coefficients& c); \
+  double SumSquares(const float* x, int64_t n);                                                  \
+  double SumSquares(const double* x, int64_t n);                                                 \
+  void Scale(float* x, int64_t n, double coef);                                                  \
+  void Scale(double* x, int64_t n, double coef);                                                 \
   }
 RDATTN_ADAMW_DECLARE(base)
 RDATTN_ADAMW_DECLARE(avx2)

@@ -7,12 +7,15 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "worker/trainer/adamw_kernel.h"
 
@@ -36,6 +39,39 @@ void RunKernel(T* p, const T* g, T* m, T* v, int64_t n, const adamw::Coefficient
   });
 }
 
+// Σ g² of one gradient: fixed blocks of kGrain elements, each summed alone (SumSquares), then the
+// blocks in order, so the bits do not depend on the thread count.
+template <typename T>
+double SumSquares(const T* x, int64_t n) {
+  const int64_t blocks = (n + kGrain - 1) / kGrain;
+  if (blocks <= 1)
+    return adamw::HasAvx2() ? adamw::avx2::SumSquares(x, n) : adamw::base::SumSquares(x, n);
+  std::vector<double> part(static_cast<size_t>(blocks));
+  const bool avx2 = adamw::HasAvx2();
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t begin = b * kGrain, k = std::min(kGrain, n - begin);
+      part[static_cast<size_t>(b)] =
+          avx2 ? adamw::avx2::SumSquares(x + begin, k) : adamw::base::SumSquares(x + begin, k);
+    }
+  });
+  double sum = 0;
+  for (const double v : part) sum += v;
+  return sum;
+}
+
+template <typename T>
+void Scale(T* x, int64_t n, double coef) {
+  const bool avx2 = adamw::HasAvx2();
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    if (avx2) {
+      adamw::avx2::Scale(x + begin, end - begin, coef);
+    } else {
+      adamw::base::Scale(x + begin, end - begin, coef);
+    }
+  });
+}
+
 // torch's state key for a parameter (AdamW::step, torch/optim/serialize.h).
 std::string StateKey(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
@@ -53,6 +89,42 @@ void RefuseAmsgrad(const torch::optim::AdamW& optimizer) {
 }
 
 }  // namespace
+
+std::optional<at::Tensor> FusedClipGradients(const std::vector<at::Tensor>& params, double clip) {
+  for (const auto& p : params) {
+    if (!p.grad().defined()) continue;
+    const at::Tensor& g = p.grad();
+    if ((g.scalar_type() != at::kFloat && g.scalar_type() != at::kDouble) || !SameDenseCpu(g, g))
+      return std::nullopt;
+  }
+  double sq = 0;  // in params' order
+  for (const auto& p : params) {
+    if (!p.grad().defined()) continue;
+    const at::Tensor& g = p.grad();
+    sq += g.scalar_type() == at::kDouble ? SumSquares(g.data_ptr<double>(), g.numel())
+                                         : SumSquares(g.data_ptr<float>(), g.numel());
+  }
+  const double total = std::sqrt(sq);
+  if (clip > 0) {
+    // clip_grad_norm_'s coefficient, clamped to 1, in float64. Not `coef < 1`: a NaN norm
+    // scales every gradient by NaN, as clip_grad_norm_ does. 1 itself is skipped: x·1 = x.
+    const double coef = clip / (total + 1e-6);
+    if (!(coef >= 1)) {
+      torch::NoGradGuard no_grad;
+      for (const auto& p : params) {
+        if (!p.grad().defined()) continue;
+        const at::Tensor& g = p.grad();
+        if (g.scalar_type() == at::kDouble) {
+          Scale(g.data_ptr<double>(), g.numel(), coef);
+        } else {
+          Scale(g.data_ptr<float>(), g.numel(), coef);
+        }
+        torch::autograd::impl::bump_version(g);
+      }
+    }
+  }
+  return at::scalar_tensor(total, at::TensorOptions().dtype(at::kDouble));
+}
 
 bool FusedAdamWApplies(const torch::optim::AdamW& optimizer) {
   const auto& state = optimizer.state();

@@ -6,6 +6,9 @@
 
 #include <torch/optim/adamw.h>
 
+#include <optional>
+#include <vector>
+
 namespace rdattn::trainer {
 
 // One AdamW step on `optimizer`, updating the same state objects that optimizer.step() would
@@ -28,5 +31,16 @@ void FusedAdamWStep(torch::optim::AdamW& optimizer);
 
 // Whether FusedAdamWStep would run fused on `optimizer` now (false: it calls optimizer.step()).
 bool FusedAdamWApplies(const torch::optim::AdamW& optimizer);
+
+// Gradient clipping to global L2 norm `clip` (> 0; ≤ 0: the norm only) in one pass per gradient
+// for the norm and one for the scaling, on the CPU: Σ g² in float64 (each square exact for
+// float32; each gradient in fixed 32768-element blocks, each block in 8 lanes added in a fixed
+// tree, blocks, then gradients, added in order: the same bits for any thread count), norm =
+// sqrt(Σ), coef = clip / (norm + 1e-6), and when coef < 1 (or NaN) every gradient times coef
+// cast to its dtype. clip_grad_norm_'s formula; its float32 per-tensor norms are not reproduced,
+// so the norm and coef differ from it in the last bits. Returns the norm before clipping as a
+// float64 CPU scalar, or nullopt, touching nothing, when a gradient is not a dense contiguous
+// float32/float64 CPU tensor. Gradients that are not defined are skipped.
+std::optional<at::Tensor> FusedClipGradients(const std::vector<at::Tensor>& params, double clip);
 
 }  // namespace rdattn::trainer

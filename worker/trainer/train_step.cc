@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "worker/trainer/optimizer.h"
+
 namespace rdattn::trainer {
 
 std::vector<torch::optim::OptimizerParamGroup> AdamWGroups(model::Gpt& model,
@@ -123,6 +125,9 @@ void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& bu
 }
 
 at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip) {
+  // CPU: one pass per gradient for the norm, one for the scaling, instead of ~2 ATen ops per
+  // gradient (issue 11); the ops below remain for CUDA.
+  if (std::optional<at::Tensor> norm = FusedClipGradients(params, clip)) return *norm;
   if (clip <= 0) {
     at::Tensor sq;  // Σ over gradients of Σ g², in float64, in order
     for (const auto& p : params) {
@@ -141,7 +146,7 @@ at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip) {
   std::vector<at::Tensor> norms;
   norms.reserve(with_grad.size());
   for (const auto& p : with_grad) norms.emplace_back(p.grad().data().norm(2.0));
-  const at::Tensor total = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2.0);
+  at::Tensor total = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2.0);
   const at::Tensor coef = at::clamp(clip / (total + 1e-6), c10::nullopt, 1.0);
   for (auto& p : with_grad) p.grad().data().mul_(coef);
   return total;

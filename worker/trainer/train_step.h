@@ -74,10 +74,11 @@ Status AllReduceGradients(std::vector<at::Tensor>& params, comm::GradientBuckets
 // optimizer.zero_grad()).
 void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& buckets);
 
-// Clips the gradients to global L2 norm `clip` when it is > 0, with exactly the operations of
-// torch::nn::utils::clip_grad_norm_, and returns the norm before clipping as a device scalar
-// without reading it (clip_grad_norm_'s return value waits for the device). clip ≤ 0: the norm
-// only, in float64.
+// Clips the gradients to global L2 norm `clip` when it is > 0 and returns the norm before
+// clipping as a device scalar without reading it (clip_grad_norm_'s return value waits for the
+// device). clip ≤ 0: the norm only, in float64. On the CPU (float32/float64 gradients):
+// FusedClipGradients (optimizer.h), clip_grad_norm_'s formula with the norm summed in float64 in
+// a fixed order. Otherwise exactly the operations of torch::nn::utils::clip_grad_norm_.
 at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip);
 
 // The vote after every step, and the per-step mean losses over ranks.
