@@ -5,13 +5,12 @@
 //   compute   zero_grad, forward, loss, backward;
 //   allreduce comm::GradientBuckets::AllReduceMean (25 MiB buckets, in place, as rdattn-train)
 //             over the MPI communicator;
-//   optimizer clip_grad_norm_(1.0) and AdamW.
+//   optimizer the trainer's ClipGradients(1.0) and FusedAdamWStep.
 // Rank 0 prints one line "RDATTN_BENCH_MPI {json}" with the medians over the timed steps.
 #include <torch/types.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,6 +29,7 @@
 #include "worker/trainer/optimizer.h"
 #include "worker/trainer/runtime.h"
 #include "worker/trainer/sampler.h"
+#include "worker/trainer/train_step.h"
 
 namespace rdattn::bench {
 namespace {
@@ -106,8 +106,8 @@ int MpiStepMain(const MpiOptions& o) {
       const auto t2 = Clock::now();
       if (Status s = buckets.AllReduceMean(comm); !s.ok()) return Fail(rank, s.ToString());
       const auto t3 = Clock::now();
-      torch::nn::utils::clip_grad_norm_(params, 1.0);
-      trainer::FusedAdamWStep(*opt);  // as rdattn-train steps
+      trainer::ClipGradients(params, 1.0);  // as rdattn-train clips and steps
+      trainer::FusedAdamWStep(*opt);
       const auto t4 = Clock::now();
       if (step < o.warmup) continue;
       data_s.push_back(Seconds(t0, t1));

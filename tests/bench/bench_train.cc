@@ -1,7 +1,7 @@
 // The full training step, memory probes, GEMM peak and measured FLOP count of
 // rdattn_model_bench (bench_common.h).
 //
-// First: torch/nn/utils/clip_grad.h does not include what it uses.
+// First: LibTorch headers below do not all include what they use.
 #include <torch/types.h>
 
 #include <ATen/ATen.h>
@@ -12,7 +12,6 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/cuda.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -148,8 +147,8 @@ at::Tensor FullStep(model::Gpt& m, torch::optim::AdamW& opt, const at::Tensor& b
                     const DeviceSpec& dev) {
   opt.zero_grad();
   at::Tensor loss = ForwardBackward(m, batch, dev);
-  torch::nn::utils::clip_grad_norm_(m->parameters(), 1.0);
-  trainer::FusedAdamWStep(opt);  // as rdattn-train steps
+  trainer::ClipGradients(m->parameters(), 1.0);  // as rdattn-train clips and steps
+  trainer::FusedAdamWStep(opt);
   return loss;
 }
 

@@ -2,7 +2,7 @@
 //   - measures the GEMM peak: FLOP/s of at::mm on square fp32 matrices (bf16 on CUDA), in this
 //     process with the training's thread count, and of the model's largest matmul (LM head);
 //   - for each preset, alternates the arms round-robin (so machine noise hits each alike) over
-//     full training steps (forward, backward, clip_grad_norm_, AdamW, as rdattn-train runs them)
+//     full training steps (forward, backward, clipping, AdamW, as rdattn-train runs them)
 //     and reports tokens/s; peak memory per arm from a fresh child process; model FLOPs per
 //     token from model::CountFlops, cross-checked against the matmul FLOPs the dispatcher
 //     records; achieved FLOP/s and its fraction of the GEMM peak;
