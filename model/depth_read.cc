@@ -92,16 +92,20 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     for (int64_t r = 0; r < kProductColumns; ++r)
       cols.push_back(r < R ? g * inputs[2 * K + 1 + r].to(dt) : at::zeros_like(g));
     const at::Tensor U = at::stack(cols, 1);
+    const bool kernel = UseCpuKernel(x0);
 
-    // Raw products s[r,k] = x_k · (g ⊙ q_r), one GEMM per source: [R,K,N].
+    // Raw products s[r,k] = x_k · (g ⊙ q_r), [R,K,N]: the kernel computes them itself; op by op,
+    // one GEMM per source.
     at::Tensor s = at::empty({R, K, N}, x0.options());
     std::vector<at::Tensor> inv;
     for (int64_t k = 0; k < K; ++k) {
       const at::Tensor& xk = inputs[k];
       TORCH_CHECK(xk.sizes() == x0.sizes() && xk.scalar_type() == dt,
                   "depth read: sources must share shape and dtype");
-      const at::Tensor p = at::mm(xk.reshape({N, D}), U);  // [N, 2]
-      s.select(1, k).copy_(p.narrow(1, 0, R).t());
+      if (!kernel) {
+        const at::Tensor p = at::mm(xk.reshape({N, D}), U);  // [N, 2]
+        s.select(1, k).copy_(p.narrow(1, 0, R).t());
+      }
       inv.push_back(inputs[K + k].reshape({N}));
     }
     const at::Tensor inv_rms = at::stack(inv, 0);  // [K,N]
@@ -113,7 +117,6 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     // With a norm, each route is normalised as soon as it is mixed (one h alive at a time).
     const at::Tensor n = norm > 0 ? inputs[2 * K + 1 + R].to(dt).contiguous() : at::Tensor();
     std::vector<at::Tensor> rho;
-    const bool kernel = UseCpuKernel(x0);
     if (kernel) {
       // One pass over each source for every route (model/depth_read_cpu.h).
       std::vector<at::Tensor> xs, y(static_cast<size_t>(norm == 2 ? 1 : R));
@@ -121,8 +124,8 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
       for (auto& t : y) t = at::empty({N, D}, x0.options());
       for (int64_t i = 0; i < (norm == 0 ? 0 : norm == 2 ? 1 : R); ++i)
         rho.push_back(at::empty({N}, x0.options()));
-      cpu::ReadForward({K, R, N, D, norm, norm_eps}, xs, s, inv_rms.to(dt).contiguous(), n, alpha,
-                       y, rho);
+      cpu::ReadForward({K, R, N, D, norm, norm_eps}, xs, U.narrow(1, 0, R).t().contiguous(),
+                       inv_rms.to(dt).contiguous(), n, s, alpha, y, rho);
       for (auto& t : y) out.push_back(t.view(x0.sizes()));
       if (norm == 3) out[1] = at::linear(out[1], inputs.back());
     }
@@ -198,9 +201,11 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
     for (int64_t r = 0; r < R; ++r) cols.push_back(g * q[r]);
     const at::Tensor U = at::stack(cols, 1);  // [D,R]
 
-    at::Tensor W;  // ∂L/∂s = dz · inv_rms: [R,K,N]
+    bool need_u = ctx->needs_input_grad(2 * K);
+    for (int64_t r = 0; r < R; ++r) need_u = need_u || ctx->needs_input_grad(2 * K + 1 + r);
+    at::Tensor dU;  // ∂L/∂u_r as columns, [D,R] (need_u)
     if (ctx->saved_data["kernel"].toBool()) {
-      // The CPU kernel: ∂L/∂x_k (both paths), ∂L/∂s, ∂L/∂inv_rms and ∂L/∂n in one pass.
+      // The CPU kernel: ∂L/∂x_k (both paths), ∂L/∂inv_rms, ∂L/∂u and ∂L/∂n in one pass.
       std::vector<at::Tensor> xs, dys(static_cast<size_t>(outputs)), rhos;
       for (int64_t k = 0; k < K; ++k) xs.push_back(in[k].reshape({N, D}).contiguous());
       for (int64_t i = 0; i < outputs; ++i)
@@ -220,7 +225,7 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
         gr.dx.push_back(ctx->needs_input_grad(k) ? at::empty({N, D}, opts) : at::Tensor());
         need_inv = need_inv || ctx->needs_input_grad(K + k);
       }
-      gr.w = at::empty({R, K, N}, opts);
+      if (need_u) gr.du = at::empty({R, D}, opts);
       if (need_inv) gr.dinv = at::empty({K, N}, opts);
       if (need_dn) gr.dn = at::empty({D}, opts);
       cpu::ReadBackward({K, R, N, D, norm, ctx->saved_data["norm_eps"].toDouble()}, xs, s,
@@ -232,7 +237,7 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
       }
       if (need_dn) result[ni] = gr.dn.to(in[ni].dtype());
       if (gr.y1.defined()) result[wi] = at::mm(dv.t(), gr.y1).to(in[wi].scalar_type());
-      W = gr.w;
+      if (need_u) dU = gr.du.t();
     } else {
       // Op by op (devices other than the CPU).
       at::Tensor dn = need_dn ? at::zeros_like(n) : at::Tensor();
@@ -289,7 +294,8 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
         dz.select(0, r).copy_(a * (dalpha - (a * dalpha).sum(0, /*keepdim=*/true)));
       }
       if (dn.defined()) result[ni] = dn.to(in[ni].dtype());
-      W = dz * inv_rms;
+      const at::Tensor W = dz * inv_rms;  // ∂L/∂s: [R,K,N]
+      if (need_u) dU = at::zeros({D, R}, opts);
       for (int64_t k = 0; k < K; ++k) {
         const at::Tensor Wk = W.select(1, k).t();  // [N,R]
         if (ctx->needs_input_grad(k)) {
@@ -304,14 +310,11 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
         }
         if (ctx->needs_input_grad(K + k))
           result[K + k] = (dz.select(1, k) * s.select(1, k)).sum(0).view(tok).to(in[K + k].dtype());
+        if (need_u) dU.addmm_(in[k].reshape({N, D}).t(), Wk);
       }
     }
 
-    bool need_u = ctx->needs_input_grad(2 * K);
-    for (int64_t r = 0; r < R; ++r) need_u = need_u || ctx->needs_input_grad(2 * K + 1 + r);
     if (need_u) {
-      at::Tensor dU = at::zeros({D, R}, opts);
-      for (int64_t k = 0; k < K; ++k) dU.addmm_(in[k].reshape({N, D}).t(), W.select(1, k).t());
       if (ctx->needs_input_grad(2 * K)) {
         at::Tensor dg = at::zeros_like(g);
         for (int64_t r = 0; r < R; ++r) dg.addcmul_(dU.select(1, r), q[r]);

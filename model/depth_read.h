@@ -9,8 +9,10 @@
 //
 // The sources enter a per-forward `DepthSources` list once each: cast to the computation dtype
 // and their inverse RMS computed once, then shared by every later read that sees them. No read
-// stacks or normalises the sources; the logits of all routes come from one product of each raw
-// source with the stacked scaled queries [g ⊙ q_0, g ⊙ q_1] (a [D,2] matrix).
+// stacks or normalises the sources; the logits of all routes come from the products of each raw
+// source with the scaled queries g ⊙ q_r: on the CPU inside the kernel of model/depth_read_cpu.h
+// (which does the whole read), elsewhere one product with the stacked [g ⊙ q_0, g ⊙ q_1] (a
+// [D,2] matrix).
 //
 // `DepthReadFunction` is a custom autograd function: it saves the sources (by reference, they
 // are the graph's own tensors), their inverse RMS, the gain, the queries, and per token the
@@ -80,10 +82,11 @@ struct DepthReadResult {
 };
 
 // The fused read of 1 or 2 routes (one query per route) over `sources`, with key gain `gain`.
-// Every read computes its logits with the same [B·T,D]×[D,2] product (a 1-route read fills the
-// second column with zeros and drops it), and every per-route step (softmax, mixture) is its
-// own op of the same shape whatever R is: the route of a 1-route read and route 0 (or a route
-// with an equal query) of a 2-route read are therefore bitwise equal, which T6 relies on.
+// The route of a 1-route read and route 0 (or a route with an equal query) of a 2-route read
+// are bitwise equal, which T6 relies on: on the CPU the kernel runs the same code for every
+// route; op by op, every read computes its logits with the same [B·T,D]×[D,2] product (a
+// 1-route read fills the second column with zeros and drops it) and every per-route step
+// (softmax, mixture) is its own op of the same shape whatever R is.
 DepthReadResult FusedDepthRead(const std::vector<DepthSource>& sources,
                                const std::vector<at::Tensor>& queries, const at::Tensor& gain,
                                const ReadNorm& norm = {});

@@ -64,8 +64,8 @@ std::vector<T*> MutablePtrs(std::vector<at::Tensor>& x) {
 int64_t Chunks(int64_t N) { return (N + kChunk - 1) / kChunk; }
 
 template <typename T>
-void ForwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const at::Tensor& s,
-                  const at::Tensor& inv, const at::Tensor& n, at::Tensor& alpha,
+void ForwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const at::Tensor& u,
+                  const at::Tensor& inv, const at::Tensor& n, at::Tensor& s, at::Tensor& alpha,
                   std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& rhos) {
   const std::vector<const T*> x = Ptrs<T>(xs);
   const std::vector<T*> out = MutablePtrs<T>(outputs), rho = MutablePtrs<T>(rhos);
@@ -76,9 +76,10 @@ void ForwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const 
                          sh.norm,
                          static_cast<T>(sh.eps),
                          x.data(),
-                         s.data_ptr<T>(),
+                         u.data_ptr<T>(),
                          inv.data_ptr<T>(),
                          n.defined() ? n.data_ptr<T>() : nullptr,
+                         s.data_ptr<T>(),
                          alpha.data_ptr<T>(),
                          out.data(),
                          rho.data()};
@@ -104,6 +105,7 @@ void BackwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const
   // Per-chunk partial sums of ∂L/∂n, added in chunk order below: the same sum for every
   // number of threads.
   std::vector<T> dn_part(g.dn.defined() ? static_cast<size_t>(chunks * sh.D) : 0, T(0));
+  std::vector<T> du_part(g.du.defined() ? static_cast<size_t>(chunks * sh.R * sh.D) : 0, T(0));
   const BackwardArgs<T> p{sh.K,
                           sh.R,
                           sh.N,
@@ -118,8 +120,8 @@ void BackwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const
                           n.defined() ? n.data_ptr<T>() : nullptr,
                           u.data_ptr<T>(),
                           dx.data(),
-                          g.w.data_ptr<T>(),
                           g.dinv.defined() ? g.dinv.data_ptr<T>() : nullptr,
+                          du_part.empty() ? nullptr : du_part.data(),
                           dn_part.empty() ? nullptr : dn_part.data(),
                           g.y1.defined() ? g.y1.data_ptr<T>() : nullptr};
   const bool avx2 = UseAvx2();
@@ -131,23 +133,27 @@ void BackwardTyped(const ReadShape& sh, const std::vector<at::Tensor>& xs, const
       base::Backward(p, w.view, c0, c1);
     }
   });
-  if (g.dn.defined()) {
-    T* dn = g.dn.data_ptr<T>();
-    std::fill(dn, dn + sh.D, T(0));
+  // The per-chunk partial sums, added in chunk order.
+  auto reduce = [chunks](const std::vector<T>& part, at::Tensor& out) {
+    T* o = out.data_ptr<T>();
+    const auto len = static_cast<int64_t>(part.size()) / chunks;
+    std::fill(o, o + len, T(0));
     for (int64_t c = 0; c < chunks; ++c)
-      for (int64_t d = 0; d < sh.D; ++d) dn[d] += dn_part[static_cast<size_t>(c * sh.D + d)];
-  }
+      for (int64_t j = 0; j < len; ++j) o[j] += part[static_cast<size_t>(c * len + j)];
+  };
+  if (g.dn.defined()) reduce(dn_part, g.dn);
+  if (g.du.defined()) reduce(du_part, g.du);
 }
 
 }  // namespace
 
 void ForceBaselineKernels(bool on) { baseline_only.store(on); }
 
-void ReadForward(const ReadShape& sh, const std::vector<at::Tensor>& x, const at::Tensor& s,
-                 const at::Tensor& inv, const at::Tensor& n, at::Tensor& alpha,
+void ReadForward(const ReadShape& sh, const std::vector<at::Tensor>& x, const at::Tensor& u,
+                 const at::Tensor& inv, const at::Tensor& n, at::Tensor& s, at::Tensor& alpha,
                  std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& rho) {
   AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "depth_read_cpu_forward", [&] {
-    ForwardTyped<scalar_t>(sh, x, s, inv, n, alpha, outputs, rho);
+    ForwardTyped<scalar_t>(sh, x, u, inv, n, s, alpha, outputs, rho);
   });
 }
 

@@ -17,9 +17,10 @@ struct ForwardArgs {
   int64_t K, R, N, D, mode;
   T eps;
   const T* const* x;  // K × [N,D]
-  const T* s;         // [R,K,N]
+  const T* u;         // [R,D]: the scaled queries g⊙q_r
   const T* inv;       // [K,N]
   const T* n;         // [D] or null
+  T* s;               // [R,K,N]: the raw products x_k·u_r (written)
   T* alpha;           // [R,K,N]
   T* const* out;      // outputs × [N,D]
   T* const* rho;      // normalised outputs × [N]
@@ -37,8 +38,8 @@ struct BackwardArgs {
   const T* n;           // [D] or null
   const T* u;           // [R,D]
   T* const* dx;         // K × [N,D], null: not needed
-  T* w;                 // [R,K,N]
   T* dinv;              // [K,N] or null
+  T* du_part;           // [chunks,R,D] zeroed, or null: ∂L/∂u_r = Σ_k Σ_n W[r,k,n] x_k[n]
   T* dn_part;           // [chunks,D] zeroed, or null
   T* y1;                // [N,D] or null
 };

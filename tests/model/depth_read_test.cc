@@ -465,8 +465,9 @@ TEST(FusedDepthReadTest, KernelAndOpByOpPathsAgreeInFloat32) {
 }
 
 // The kernel's bits depend neither on the instruction set it runs in (AVX2 or the baseline
-// build) nor on the number of threads: forward outputs, weights, ∂L/∂sources and ∂L/∂n (the
-// one reduction over tokens in the kernel) are bitwise equal. On a CPU without AVX2 both runs
+// build) nor on the number of threads: forward outputs, weights, ∂L/∂sources, ∂L/∂queries,
+// ∂L/∂key gain and ∂L/∂n (the last three from the kernel's reductions over tokens) are bitwise
+// equal. On a CPU without AVX2 both runs
 // take the baseline build and the first comparison holds trivially.
 TEST(FusedDepthReadTest, KernelBitsDoNotDependOnInstructionSetOrThreadCount) {
   const KernelChoice choice(true);
@@ -483,6 +484,8 @@ TEST(FusedDepthReadTest, KernelBitsDoNotDependOnInstructionSetOrThreadCount) {
       std::vector<at::Tensor> v = out.outputs;
       v.insert(v.end(), out.alphas.begin(), out.alphas.end());
       for (const auto& x : l.src) v.push_back(x.grad());
+      for (const auto& q : l.q) v.push_back(q.grad());
+      v.push_back(l.g.grad());
       if (c.norm != NormMode::kNone) v.push_back(l.n.grad());
       cpu::ForceBaselineKernels(false);
       at::set_num_threads(threads_was);
