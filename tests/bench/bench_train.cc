@@ -88,7 +88,9 @@ std::unique_ptr<at::ObserverContext> CountMatmul(const at::RecordFunction& fn) {
     flops = 2 * Dim(inputs[1], 0) * Dim(inputs[1], 1) * Dim(inputs[2], 1);
   } else if (name == "aten::bmm" && inputs.size() >= 2) {
     flops = 2 * Dim(inputs[0], 0) * Dim(inputs[0], 1) * Dim(inputs[0], 2) * Dim(inputs[1], 2);
-  } else if (name == "aten::baddbmm" && inputs.size() >= 3) {
+  } else if ((name == "aten::baddbmm" || name == "aten::baddbmm_") && inputs.size() >= 3) {
+    // The in-place form is the causal attention's backward (model/attention.cc). Its nested
+    // per-batch aten::addmm_ is not counted (addmm_ is not in this list), so nothing twice.
     flops = 2 * Dim(inputs[1], 0) * Dim(inputs[1], 1) * Dim(inputs[1], 2) * Dim(inputs[2], 2);
   }
   if (flops > 0) {
