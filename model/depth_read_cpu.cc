@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "common/cpu_features.h"
 #include "model/depth_read_cpu_args.h"
 
 namespace rdattn::model::cpu {
@@ -14,12 +15,7 @@ namespace {
 std::atomic<bool> baseline_only{false};
 
 bool UseAvx2() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool has = __builtin_cpu_supports("avx2") != 0;
-  return has && !baseline_only.load(std::memory_order_relaxed);
-#else
-  return false;
-#endif
+  return ::rdattn::cpu::HasAvx2() && !baseline_only.load(std::memory_order_relaxed);
 }
 
 // Per-task scratch (see Scratch in depth_read_cpu_args.h), owned by the calling task.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "model/depth.h"
 #include "model/fused_ops_cpu_args.h"
 
@@ -21,12 +22,7 @@ std::atomic<bool> kernels_enabled{true};
 std::atomic<bool> baseline_only{false};
 
 bool UseAvx2() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool has = __builtin_cpu_supports("avx2") != 0;
-  return has && !baseline_only.load(std::memory_order_relaxed);
-#else
-  return false;
-#endif
+  return ::rdattn::cpu::HasAvx2() && !baseline_only.load(std::memory_order_relaxed);
 }
 
 // The kernels serve CPU float32/float64 tensors; anything else takes the plain composition.

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "worker/trainer/adamw_kernel.h"
 
 namespace rdattn::trainer {
@@ -335,7 +336,7 @@ void ExpectBuildsAgree(at::ScalarType dtype) {
 }
 
 TEST(FusedAdamW, Avx2BuildMatchesBaseline) {
-  if (!adamw::HasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!::rdattn::cpu::HasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
   ExpectBuildsAgree<float>(at::kFloat);
   ExpectBuildsAgree<double>(at::kDouble);
 }

@@ -37,7 +37,4 @@ RDATTN_ADAMW_DECLARE(base)
 RDATTN_ADAMW_DECLARE(avx2)
 #undef RDATTN_ADAMW_DECLARE
 
-// Whether this CPU runs the AVX2 build.
-bool HasAvx2();
-
 }  // namespace rdattn::trainer::adamw

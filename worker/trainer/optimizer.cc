@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "worker/trainer/adamw_kernel.h"
 
 namespace rdattn::trainer {
@@ -28,7 +29,7 @@ constexpr int64_t kGrain = 32768;
 
 template <typename T>
 void RunKernel(T* p, const T* g, T* m, T* v, int64_t n, const adamw::Coefficients& c) {
-  const bool avx2 = adamw::HasAvx2();
+  const bool avx2 = ::rdattn::cpu::HasAvx2();
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     const int64_t k = end - begin;
     if (avx2) {
@@ -45,9 +46,9 @@ template <typename T>
 double SumSquares(const T* x, int64_t n) {
   const int64_t blocks = (n + kGrain - 1) / kGrain;
   if (blocks <= 1)
-    return adamw::HasAvx2() ? adamw::avx2::SumSquares(x, n) : adamw::base::SumSquares(x, n);
+    return ::rdattn::cpu::HasAvx2() ? adamw::avx2::SumSquares(x, n) : adamw::base::SumSquares(x, n);
   std::vector<double> part(static_cast<size_t>(blocks));
-  const bool avx2 = adamw::HasAvx2();
+  const bool avx2 = ::rdattn::cpu::HasAvx2();
   at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t begin = b * kGrain, k = std::min(kGrain, n - begin);
@@ -62,7 +63,7 @@ double SumSquares(const T* x, int64_t n) {
 
 template <typename T>
 void Scale(T* x, int64_t n, double coef) {
-  const bool avx2 = adamw::HasAvx2();
+  const bool avx2 = ::rdattn::cpu::HasAvx2();
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     if (avx2) {
       adamw::avx2::Scale(x + begin, end - begin, coef);
