@@ -33,15 +33,9 @@ const auto kF64 = torch::TensorOptions().dtype(torch::kDouble);
 constexpr double kKeyEps = 1e-6, kNormEps = 1e-6;
 
 // Selects the fused read's implementation for a scope (SetDepthReadCpuKernel), restoring it.
-class KernelChoice {
- public:
-  explicit KernelChoice(bool kernel) : was_(DepthReadCpuKernel()) { SetDepthReadCpuKernel(kernel); }
-  ~KernelChoice() { SetDepthReadCpuKernel(was_); }
-  KernelChoice(const KernelChoice&) = delete;
-  KernelChoice& operator=(const KernelChoice&) = delete;
-
- private:
-  bool was_;
+struct KernelChoice : testing::ScopedSwitch {
+  explicit KernelChoice(bool kernel)
+      : ScopedSwitch(DepthReadCpuKernel, SetDepthReadCpuKernel, kernel) {}
 };
 
 const char* ImplName(bool kernel) { return kernel ? "cpu kernel" : "op by op"; }

@@ -30,15 +30,8 @@ const auto kF64 = torch::TensorOptions().dtype(torch::kDouble);
 constexpr double kEps = 1e-6;
 
 // Turns the kernels on or off for a scope (SetFusedCpuKernels), restoring the setting.
-class KernelChoice {
- public:
-  explicit KernelChoice(bool on) : was_(FusedCpuKernels()) { SetFusedCpuKernels(on); }
-  ~KernelChoice() { SetFusedCpuKernels(was_); }
-  KernelChoice(const KernelChoice&) = delete;
-  KernelChoice& operator=(const KernelChoice&) = delete;
-
- private:
-  bool was_;
+struct KernelChoice : testing::ScopedSwitch {
+  explicit KernelChoice(bool on) : ScopedSwitch(FusedCpuKernels, SetFusedCpuKernels, on) {}
 };
 
 // Shapes [.., D]: one row chunk or less, several chunks with a partial last one (3·70 = 210

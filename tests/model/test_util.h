@@ -42,6 +42,20 @@ inline at::Tensor RandomTokens(const ModelConfig& c, int64_t B, int64_t T, uint6
   return at::randint(c.vocab_size, {B, T}, gen, at::TensorOptions().dtype(at::kLong));
 }
 
+// Sets one of model/'s process-wide kernel switches (SetDepthReadCpuKernel, SetFusedCpuKernels)
+// for a scope, restoring its previous value.
+class ScopedSwitch {
+ public:
+  ScopedSwitch(bool (*get)(), void (*set)(bool), bool on) : set_(set), was_(get()) { set_(on); }
+  ~ScopedSwitch() { set_(was_); }
+  ScopedSwitch(const ScopedSwitch&) = delete;
+  ScopedSwitch& operator=(const ScopedSwitch&) = delete;
+
+ private:
+  void (*set_)(bool);
+  bool was_;
+};
+
 inline double MaxRelDiff(const at::Tensor& a, const at::Tensor& b) {
   const double scale = std::max(b.abs().max().item<double>(), 1e-300);
   return (a - b).abs().max().item<double>() / scale;
