@@ -48,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli.h"
+#include "common/cpu_features.h"
 #include "model/depth_read.h"
 #include "model/gpt.h"
 #include "tests/bench/bench_common.h"
@@ -327,14 +328,17 @@ int Run(int argc, char** argv) {
       (long long)o.rounds, (long long)o.steps);
   const double gemm_peak = bench::MeasureGemmFlops(o.gemm_size, o.gemm_seconds, dev);
   const std::string gemm_dtype = dev.cuda() && dev.bf16 ? "bfloat16" : "float32";
-  std::printf("GEMM peak: at::mm %lldx%lld %s, %lld thread(s): %.2f GFLOP/s\n",
+  const std::string blas_core = dev.cuda() ? std::string() : rdattn::cpu::BlasCore();
+  std::printf("GEMM peak: at::mm %lldx%lld %s, %lld thread(s): %.2f GFLOP/s%s%s\n",
               (long long)o.gemm_size, (long long)o.gemm_size, gemm_dtype.c_str(),
-              (long long)o.threads, gemm_peak / 1e9);
+              (long long)o.threads, gemm_peak / 1e9, blas_core.empty() ? "" : "; OpenBLAS core ",
+              blas_core.c_str());
 
   nlohmann::json out = {{"schema", "rdattn.bench.v1"},
                         {"torch", TORCH_VERSION},
                         {"device", o.device},
                         {"precision", precision},
+                        {"blas_core", blas_core},
                         {"threads", o.threads},
                         {"batch_sequences", o.batch},
                         {"rounds", o.rounds},
@@ -580,6 +584,7 @@ int Run(int argc, char** argv) {
 
 // LibTorch reports errors by exception: print the message without the C++ backtrace.
 int main(int argc, char** argv) {
+  rdattn::cpu::UseBestBlasKernels(argv);  // may execute this program again (common/cpu_features.h)
   try {
     return Run(argc, argv);
   } catch (const c10::Error& e) {

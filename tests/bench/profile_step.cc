@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/cpu_features.h"
 #include "model/config.h"
 #include "model/depth_read.h"
 #include "model/gpt.h"
@@ -183,6 +184,7 @@ void ReadBench(const rdattn::model::ModelConfig& cfg, int64_t batch, int64_t rep
 }  // namespace
 
 int main(int argc, char** argv) {
+  rdattn::cpu::UseBestBlasKernels(argv);  // may execute this program again (common/cpu_features.h)
   namespace bench = rdattn::bench;
   std::string preset = "cpu-bench", arms_arg = "block,rd", json_path, callgrind_arm;
   int64_t batch = 4, warmup = 2, steps = 3, rounds = 6, round_steps = 2, top = 30;

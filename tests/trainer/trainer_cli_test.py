@@ -503,6 +503,61 @@ def case_usage(env):
           % (p.returncode, len(steps), p.stderr[-500:]))
 
 
+# OpenBLAS 0.3's x86-64 cores by the widest instructions their kernels use (common/cpu_features.cc).
+BLAS_LEVEL = {name: level for level, names in enumerate((
+    ("Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2", "Penryn", "Dunnington",
+     "Nehalem", "Athlon", "Opteron", "Opteron_SSE3", "Barcelona", "Nano", "Bobcat"),
+    ("Sandybridge", "Bulldozer", "Piledriver", "Steamroller"),
+    ("Excavator", "Haswell", "Zen"),
+    ("SkylakeX", "Cooperlake", "SapphireRapids"))) for name in names}
+
+
+def best_blas_core():
+    """The best OpenBLAS core this CPU runs, from /proc/cpuinfo's flags."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    return "Sandybridge" if "avx" in flags else None
+
+
+def case_blas_core(env):
+    """OpenBLAS's kernels (common/cpu_features.h): a user's OPENBLAS_CORETYPE is kept and
+    reported; without it, rdattn-train runs the best kernels this CPU has, re-executing itself
+    when OpenBLAS chose weaker ones (bookworm's 0.3.21 picks Prescott on CPUs newer than it),
+    and the KIND_INIT event says which core ran and how it was chosen."""
+    def init_event(name, extra):
+        job = env.job(name, schedule__total_tokens=6 * 512, schedule__milestones_tokens=[], checkpoint__dir="")
+        events = job.replace("job.json", "events.jsonl")
+        run_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "RDATTN_BLAS_CORE")}
+        run_env.update(extra)
+        p = subprocess.run([env.train, "train", "--job", job, "--events", events], env=run_env,
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "%s: rdattn-train exits 0 (got %d: %s)" % (name, p.returncode, p.stderr[-2000:]))
+        return [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]
+
+    init = init_event("blas_user", {"OPENBLAS_CORETYPE": "Prescott"})
+    check(init.get("blas_core") == "Prescott (OPENBLAS_CORETYPE)",
+          "OPENBLAS_CORETYPE=Prescott is kept and reported (blas_core %r)" % init.get("blas_core"))
+    core = init_event("blas_auto", {}).get("blas_core", "")
+    best = best_blas_core()
+    print("this CPU's best OpenBLAS core: %s; rdattn-train ran: %r" % (best, core))
+    fixed = re.match(r"^(\w+) \(set by rdattn: OpenBLAS chose (\w+)\)$", core)
+    if fixed:
+        check(fixed.group(1) == best and BLAS_LEVEL[fixed.group(2)] < BLAS_LEVEL[best],
+              "OpenBLAS chose %s, weaker than this CPU's %s; rdattn-train re-ran with %s" %
+              (fixed.group(2), best, fixed.group(1)))
+    else:
+        check(core in BLAS_LEVEL and (best is None or BLAS_LEVEL[core] >= BLAS_LEVEL[best]),
+              "OpenBLAS chose %r itself, at least as wide as this CPU's best (%s)" % (core, best))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train", required=True)

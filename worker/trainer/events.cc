@@ -24,9 +24,11 @@ std::string Rfc3339Now() {
 }
 
 nlohmann::json HardwareJson(const Hardware& h) {
-  return {{"hardware_kind", h.gpu ? "HARDWARE_KIND_GPU" : "HARDWARE_KIND_CPU"},
-          {"device_name", h.device_name},
-          {"world_size", h.world_size}};
+  nlohmann::json j = {{"hardware_kind", h.gpu ? "HARDWARE_KIND_GPU" : "HARDWARE_KIND_CPU"},
+                      {"device_name", h.device_name},
+                      {"world_size", h.world_size}};
+  if (!h.blas_core.empty()) j["blas_core"] = h.blas_core;
+  return j;
 }
 
 }  // namespace

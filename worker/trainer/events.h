@@ -59,6 +59,7 @@ struct Hardware {
   bool gpu = false;
   std::string device_name;
   int world_size = 1;
+  std::string blas_core;  // rdattn::cpu::BlasCore(); "" on GPU runs and without OpenBLAS
 };
 
 struct InitFields {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/cpu_features.h"
 #include "common/log.h"
 #include "common/run_config.h"
 #include "common/supervisor.h"
@@ -223,6 +224,7 @@ int RunEval(const Args& a) {
 
 int main(int argc, char** argv) {
   rdattn::log::SetComponent("rdattn-train");
+  rdattn::cpu::UseBestBlasKernels(argv);  // may execute this program again (common/cpu_features.h)
   CLI::App app(
       "One rank of a training run, standalone (mpirun, srun) or launched by rdattn-worker\n"
       "(docs/trainer.md). Exit codes: 0 finished; 75 preempted (SIGTERM) after writing a\n"

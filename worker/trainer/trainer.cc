@@ -19,6 +19,7 @@
 #include <memory>
 #include <utility>
 
+#include "common/cpu_features.h"  // provides: BlasCore
 #include "common/log.h"
 #include "model/gpt.h"
 #include "worker/comm/buckets.h"          // provides: BroadcastAndVerify, GradientBuckets
@@ -112,7 +113,10 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   const double peak = opts.peak_flops_per_rank > 0
                           ? opts.peak_flops_per_rank
                           : DefaultPeakFlops(rt.cuda, rt.device_name, at::get_num_threads());
-  const Hardware where{.gpu = rt.cuda, .device_name = rt.device_name, .world_size = world};
+  const Hardware where{.gpu = rt.cuda,
+                       .device_name = rt.device_name,
+                       .world_size = world,
+                       .blas_core = rt.cuda ? std::string() : cpu::BlasCore()};
   int64_t param_count = 0;
   for (const auto& p : params) param_count += p.numel();
   emit("INIT", InitEvent(where, {.step = start_step,
