@@ -8,6 +8,7 @@
 
 #include "model/depth.h"
 #include "model/depth_read_cpu.h"
+#include "model/fused_ops.h"
 
 namespace rdattn::model {
 namespace {
@@ -337,7 +338,7 @@ bool DepthReadCpuKernel() { return cpu_kernel_enabled.load(); }
 DepthSource MakeDepthSource(const at::Tensor& x, double eps) {
   DepthSource s;
   s.x = x.to(ComputeDtype(x.scalar_type()));
-  s.inv_rms = at::rsqrt(s.x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  s.inv_rms = FusedInvRms(s.x, eps);  // model/fused_ops.h
   return s;
 }
 

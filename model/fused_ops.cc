@@ -119,6 +119,65 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
 };
 
+// Forward (p.inv written) or backward (p.dinv, p.dx set) over the rows.
+template <typename T>
+void InvRmsTyped(const fused_cpu::InvRmsArgs<T>& p, bool forward) {
+  const bool avx2 = UseAvx2();
+  at::parallel_for(0, NormChunks(p.N), 1, [&](int64_t c0, int64_t c1) {
+    if (forward && avx2) {
+      fused_cpu::avx2::InvRmsForward(p, c0, c1);
+    } else if (forward) {
+      fused_cpu::base::InvRmsForward(p, c0, c1);
+    } else if (avx2) {
+      fused_cpu::avx2::InvRmsBackward(p, c0, c1);
+    } else {
+      fused_cpu::base::InvRmsBackward(p, c0, c1);
+    }
+  });
+}
+
+// input x [..., D]; output ρ [..., 1].
+struct InvRmsFunction : public torch::autograd::Function<InvRmsFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double eps) {
+    const at::Tensor xc = x.contiguous();
+    std::vector<int64_t> shape = xc.sizes().vec();
+    shape.back() = 1;
+    at::Tensor inv = at::empty(shape, xc.options());
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "fused_inv_rms_forward", [&] {
+      const fused_cpu::InvRmsArgs<scalar_t> p{xc.numel() / xc.size(-1),
+                                              xc.size(-1),
+                                              static_cast<scalar_t>(eps),
+                                              xc.data_ptr<scalar_t>(),
+                                              inv.data_ptr<scalar_t>(),
+                                              nullptr,
+                                              nullptr};
+      InvRmsTyped(p, /*forward=*/true);
+    });
+    // x by reference (the graph's own tensor) and ρ (an output: saved as one).
+    ctx->save_for_backward({x, inv});
+    return inv;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!ctx->needs_input_grad(0)) return {at::Tensor(), at::Tensor()};
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor x = saved[0].contiguous(), inv = saved[1].contiguous();
+    const at::Tensor dinv = grads[0].contiguous();
+    at::Tensor dx = at::empty(x.sizes(), x.options());
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_inv_rms_backward", [&] {
+      const fused_cpu::InvRmsArgs<scalar_t> p{x.numel() / x.size(-1),
+                                              x.size(-1),
+                                              scalar_t(0),
+                                              x.data_ptr<scalar_t>(),
+                                              inv.data_ptr<scalar_t>(),
+                                              dinv.data_ptr<scalar_t>(),
+                                              dx.data_ptr<scalar_t>()};
+      InvRmsTyped(p, /*forward=*/false);
+    });
+    return {dx, at::Tensor()};
+  }
+};
+
 // Forward (p.y set) or backward (p.dy, p.da, p.db set) over n contiguous elements.
 template <typename T>
 void SwiGluTyped(const fused_cpu::SwiGluArgs<T>& p, int64_t n, bool forward) {
@@ -179,6 +238,15 @@ at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& gain, double eps)
       gain.scalar_type() != x.scalar_type() || gain.dim() != 1 || gain.size(0) != x.size(-1))
     return RmsNorm(x, gain, eps);
   return RmsNormFunction::apply(x, gain, eps);
+}
+
+at::Tensor InvRms(const at::Tensor& x, double eps) {
+  return at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
+at::Tensor FusedInvRms(const at::Tensor& x, double eps) {
+  if (!KernelTensor(x) || x.dim() < 1) return InvRms(x, eps);
+  return InvRmsFunction::apply(x, eps);
 }
 
 at::Tensor SwiGlu(const at::Tensor& a, const at::Tensor& b) {

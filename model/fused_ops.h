@@ -1,7 +1,8 @@
-// Fused operators of the transformer sublayers (issue 11): RMSNorm and the SwiGLU product, each
-// a custom autograd function whose CPU float32/float64 forward and backward are one pass of a
-// hand-written loop (model/fused_ops_cpu_kernel.inc) instead of a chain of small ATen ops
-// (pow, mean, rsqrt, mul, silu, their backwards and the temporaries between them).
+// Fused operators of the transformer sublayers (issue 11): RMSNorm, the SwiGLU product and the
+// inverse RMS of a depth-read source, each a custom autograd function whose CPU float32/float64
+// forward and backward are one pass of a hand-written loop (model/fused_ops_cpu_kernel.inc)
+// instead of a chain of small ATen ops (pow, mean, rsqrt, mul, silu, their backwards and the
+// temporaries between them).
 //
 // Why: on the CPU, the standard arm's training step spent ~30 ms of ~300 outside its GEMMs in
 // these elementwise ops, each a full pass over a [tokens, D] or [tokens, F] tensor.
@@ -25,6 +26,13 @@ namespace rdattn::model {
 // dtype (float64 stays float64, the rest computes in float32). The backward saves x (by
 // reference) and the per-row inverse RMS only.
 at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& gain, double eps);
+
+// 1 / sqrt(mean_d(x²) + eps) over the last axis, keeping it ([..., D] -> [..., 1]): the key norm
+// of a depth-read source (model/depth_read.h). The backward saves x (by reference) and the
+// result, and computes ∂L/∂x = −∂L/∂ρ · ρ³ · x / D in one pass. InvRms is the plain composition
+// (rsqrt, mean, pow).
+at::Tensor FusedInvRms(const at::Tensor& x, double eps);
+at::Tensor InvRms(const at::Tensor& x, double eps);
 
 // silu(a) ⊙ b, the gated product of the SwiGLU MLP, for a and b of one shape and dtype. The
 // backward saves a and b (by reference) and recomputes the sigmoid.

@@ -39,6 +39,17 @@ struct NormBackwardArgs {
   T* dg_part;    // [chunks,D] zeroed, or null: not needed
 };
 
+// ρ = 1 / sqrt(mean_d(x²) + eps) per row of [N,D] (forward); dx = −dρ · ρ³ / D · x (backward).
+template <typename T>
+struct InvRmsArgs {
+  int64_t N, D;
+  T eps;
+  const T* x;     // [N,D]
+  T* inv;         // [N]: written by the forward, read by the backward
+  const T* dinv;  // [N]: backward only
+  T* dx;          // [N,D]: backward only
+};
+
 // y = silu(a) · b elementwise; backward da = dy · b · silu'(a), db = dy · silu(a).
 template <typename T>
 struct SwiGluArgs {
@@ -50,13 +61,17 @@ struct SwiGluArgs {
   T* db;        // backward; null: not needed
 };
 
-// RMSNorm: chunks [c0, c1) of kNormRows rows. SwiGLU: elements [i0, i1). One set per
-// instruction set.
+// RMSNorm and the inverse RMS: chunks [c0, c1) of kNormRows rows. SwiGLU: elements [i0, i1). One
+// set per instruction set.
 #define RDATTN_FUSED_OPS_KERNELS                                                \
   void NormForward(const NormForwardArgs<float>& p, int64_t c0, int64_t c1);    \
   void NormForward(const NormForwardArgs<double>& p, int64_t c0, int64_t c1);   \
   void NormBackward(const NormBackwardArgs<float>& p, int64_t c0, int64_t c1);  \
   void NormBackward(const NormBackwardArgs<double>& p, int64_t c0, int64_t c1); \
+  void InvRmsForward(const InvRmsArgs<float>& p, int64_t c0, int64_t c1);       \
+  void InvRmsForward(const InvRmsArgs<double>& p, int64_t c0, int64_t c1);      \
+  void InvRmsBackward(const InvRmsArgs<float>& p, int64_t c0, int64_t c1);      \
+  void InvRmsBackward(const InvRmsArgs<double>& p, int64_t c0, int64_t c1);     \
   void SwiGluForward(const SwiGluArgs<float>& p, int64_t i0, int64_t i1);       \
   void SwiGluForward(const SwiGluArgs<double>& p, int64_t i0, int64_t i1);      \
   void SwiGluBackward(const SwiGluArgs<float>& p, int64_t i0, int64_t i1);      \

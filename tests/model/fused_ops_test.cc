@@ -1,9 +1,9 @@
-// The fused RMSNorm and SwiGLU operators (model/fused_ops.h) against their plain compositions
-// (RmsNorm of model/depth.h; at::silu(a) * b): forward and backward in float64, central finite
-// differences of the custom backwards, float32 agreement, extreme SwiGLU inputs, the kernels'
-// bits across instruction sets and thread counts, the fallback for other dtypes, and the whole
-// model with the kernels on and off. Shapes have row counts that are not a multiple of the
-// kernels' row chunk (64) and widths that are not a multiple of their 8 lanes.
+// The fused RMSNorm, SwiGLU and inverse-RMS operators (model/fused_ops.h) against their plain
+// compositions (RmsNorm of model/depth.h; at::silu(a) * b; InvRms): forward and backward in
+// float64, central finite differences of the custom backwards, float32 agreement, extreme SwiGLU
+// inputs, the kernels' bits across instruction sets and thread counts, the fallback for other
+// dtypes, and the whole model with the kernels on and off. Shapes have row counts that are not a
+// multiple of the kernels' row chunk (64) and widths that are not a multiple of their 8 lanes.
 #include "model/fused_ops.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +62,19 @@ Inputs MakeSwiGluInputs(const std::vector<int64_t>& shape, uint64_t seed) {
   return in;
 }
 
+// The inverse RMS: x, a per-row factor g [..., 1] (so that Σ ρ·g·w checks ρ's gradient and the
+// harness's two inputs both get one), w [..., 1].
+Inputs MakeInvInputs(const std::vector<int64_t>& shape, uint64_t seed) {
+  torch::manual_seed(static_cast<int64_t>(seed));
+  std::vector<int64_t> rows = shape;
+  rows.back() = 1;
+  Inputs in;
+  in.x = (1.5 * torch::randn(shape, kF64)).requires_grad_(true);
+  in.g = (1.0 + 0.3 * torch::randn(rows, kF64)).requires_grad_(true);
+  in.w = torch::randn(rows, kF64);
+  return in;
+}
+
 Inputs Cast(const Inputs& in, at::ScalarType dt) {
   return {in.x.detach().to(dt).requires_grad_(true), in.g.detach().to(dt).requires_grad_(true),
           in.w.to(dt)};
@@ -73,6 +86,10 @@ const Op kFusedNorm = [](const at::Tensor& x, const at::Tensor& g) {
   return FusedRmsNorm(x, g, kEps);
 };
 const Op kPlainNorm = [](const at::Tensor& x, const at::Tensor& g) { return RmsNorm(x, g, kEps); };
+const Op kFusedInv = [](const at::Tensor& x, const at::Tensor& g) {
+  return FusedInvRms(x, kEps) * g;
+};
+const Op kPlainInv = [](const at::Tensor& x, const at::Tensor& g) { return InvRms(x, kEps) * g; };
 const Op kFusedSwiGlu = [](const at::Tensor& a, const at::Tensor& b) { return SwiGlu(a, b); };
 const Op kPlainSwiGlu = [](const at::Tensor& a, const at::Tensor& b) { return at::silu(a) * b; };
 
@@ -106,6 +123,14 @@ TEST(FusedOpsTest, RmsNormMatchesThePlainCompositionInFloat64) {
     const Inputs base = MakeNormInputs(shape, 1 + static_cast<uint64_t>(shape.back()));
     Inputs a = Cast(base, torch::kDouble), b = Cast(base, torch::kDouble);
     ExpectClose(RunOp(kFusedNorm, a), RunOp(kPlainNorm, b), 1e-13, "rmsnorm " + ShapeName(shape));
+  }
+}
+
+TEST(FusedOpsTest, InvRmsMatchesThePlainCompositionInFloat64) {
+  for (const auto& shape : kShapes) {
+    const Inputs base = MakeInvInputs(shape, 3 + static_cast<uint64_t>(shape.back()));
+    Inputs a = Cast(base, torch::kDouble), b = Cast(base, torch::kDouble);
+    ExpectClose(RunOp(kFusedInv, a), RunOp(kPlainInv, b), 1e-13, "inv_rms " + ShapeName(shape));
   }
 }
 
@@ -151,6 +176,7 @@ TEST(FusedOpsTest, BackwardsMatchFiniteDifferencesInFloat64) {
   for (const auto& shape : {std::vector<int64_t>{2, 3, 5}, std::vector<int64_t>{1, 11}}) {
     CheckFiniteDifferences(kFusedNorm, MakeNormInputs(shape, 11), "rmsnorm " + ShapeName(shape));
     CheckFiniteDifferences(kFusedSwiGlu, MakeSwiGluInputs(shape, 12), "swiglu " + ShapeName(shape));
+    CheckFiniteDifferences(kFusedInv, MakeInvInputs(shape, 13), "inv_rms " + ShapeName(shape));
   }
 }
 
@@ -164,6 +190,9 @@ TEST(FusedOpsTest, KernelsAgreeWithThePlainCompositionInFloat32) {
     Inputs s1 = Cast(sb, torch::kFloat), s2 = Cast(sb, torch::kFloat);
     ExpectClose(RunOp(kFusedSwiGlu, s1), RunOp(kPlainSwiGlu, s2), 2e-6,
                 "swiglu " + ShapeName(shape));
+    const Inputs ib = MakeInvInputs(shape, 23);
+    Inputs i1 = Cast(ib, torch::kFloat), i2 = Cast(ib, torch::kFloat);
+    ExpectClose(RunOp(kFusedInv, i1), RunOp(kPlainInv, i2), 2e-6, "inv_rms " + ShapeName(shape));
   }
 }
 
@@ -208,20 +237,24 @@ TEST(FusedOpsTest, KernelBitsDoNotDependOnInstructionSetOrThreadCount) {
   // 3·70·333 SwiGLU elements: more than one parallel task (32768 elements each).
   for (const auto& shape : {std::vector<int64_t>{3, 70, 45}, std::vector<int64_t>{3, 70, 333},
                             std::vector<int64_t>{300, 256}}) {
-    for (const bool norm : {true, false}) {
-      const Inputs base = norm ? MakeNormInputs(shape, 31) : MakeSwiGluInputs(shape, 32);
+    for (const int kind : {0, 1, 2}) {  // RMSNorm, SwiGLU, inverse RMS
+      const Inputs base = kind == 0   ? MakeNormInputs(shape, 31)
+                          : kind == 1 ? MakeSwiGluInputs(shape, 32)
+                                      : MakeInvInputs(shape, 33);
+      const Op& op = kind == 0 ? kFusedNorm : kind == 1 ? kFusedSwiGlu : kFusedInv;
       for (const auto dt : {torch::kFloat, torch::kDouble}) {
         auto run = [&](bool baseline, int threads) {
           ForceBaselineFusedKernels(baseline);
           at::set_num_threads(threads);
           Inputs in = Cast(base, dt);
-          std::vector<at::Tensor> v = RunOp(norm ? kFusedNorm : kFusedSwiGlu, in);
+          std::vector<at::Tensor> v = RunOp(op, in);
           ForceBaselineFusedKernels(false);
           at::set_num_threads(threads_was);
           return v;
         };
         const auto ref = run(false, 1), baseline = run(true, 1), threaded = run(false, 3);
-        const std::string what = std::string(norm ? "rmsnorm " : "swiglu ") + ShapeName(shape) +
+        const char* names[] = {"rmsnorm ", "swiglu ", "inv_rms "};
+        const std::string what = std::string(names[kind]) + ShapeName(shape) +
                                  (dt == torch::kFloat ? " float32" : " float64");
         for (size_t i = 0; i < ref.size(); ++i) {
           EXPECT_TRUE(torch::equal(ref[i], baseline[i])) << what << " baseline, tensor " << i;
@@ -239,6 +272,7 @@ TEST(FusedOpsTest, OtherDtypesTakeThePlainComposition) {
   const at::Tensor g = base.g.detach().to(torch::kBFloat16);
   EXPECT_TRUE(torch::equal(FusedRmsNorm(x, g, kEps), RmsNorm(x, g, kEps)));
   EXPECT_TRUE(torch::equal(SwiGlu(x, x), at::silu(x) * x));
+  EXPECT_TRUE(torch::equal(FusedInvRms(x, kEps), InvRms(x, kEps)));
   // So do shapes the kernels do not take: a scalar, a gain that broadcasts, mismatched operands.
   const at::Tensor s = torch::tensor(2.0, kF64), one = torch::ones({1}, kF64);
   EXPECT_TRUE(torch::equal(FusedRmsNorm(s, one, kEps), RmsNorm(s, one, kEps)));
@@ -247,7 +281,8 @@ TEST(FusedOpsTest, OtherDtypesTakeThePlainComposition) {
 }
 
 // The whole model, kernels on against off (the plain composition), in float64: logits and every
-// parameter's gradient, for the standard arm (both fused ops) and block (SwiGLU only).
+// parameter's gradient, for the standard arm (RMSNorm, SwiGLU) and block (SwiGLU, the sources'
+// inverse RMS).
 TEST(FusedOpsTest, WholeModelWithKernelsMatchesPlainInFloat64) {
   for (const Arm arm : {Arm::kStandard, Arm::kBlock}) {
     const ModelConfig c = Small(arm);
