@@ -22,7 +22,8 @@ bool HasAvx2();
 // the process runs OpenBLAS, and OpenBLAS chose a core below what this CPU runs, it sets
 // OPENBLAS_CORETYPE to the best core the CPU runs (SkylakeX with AVX-512 F/BW/VL/DQ, Haswell
 // with AVX2 and FMA, Sandybridge with AVX), sets RDATTN_BLAS_CORE to "CHOSEN (OpenBLAS chose
-// DETECTED)", and executes the program again (/proc/self/exe, the same argv; the same pid).
+// DETECTED)", and executes the program again (its own path, read from /proc/self/exe, so the
+// process keeps its name; the same argv; the same pid).
 // It returns when there is nothing to do, under valgrind, or if the exec fails (with a
 // warning: the run is correct, only slower). An OPENBLAS_CORETYPE that is set, even empty, is
 // the user's choice and is left alone.

@@ -556,6 +556,21 @@ def case_blas_core(env):
     else:
         check(core in BLAS_LEVEL and (best is None or BLAS_LEVEL[core] >= BLAS_LEVEL[best]),
               "OpenBLAS chose %r itself, at least as wide as this CPU's best (%s)" % (core, best))
+    # Re-executed or not, the process keeps its name (ps, pgrep -x, mpirun's messages).
+    job = env.job("blas_name", schedule__total_tokens=2000 * 512, schedule__milestones_tokens=[],
+                  checkpoint__dir="")
+    events = job.replace("job.json", "events.jsonl")
+    run_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "RDATTN_BLAS_CORE")}
+    proc = subprocess.Popen([env.train, "train", "--job", job, "--events", events], env=run_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.exists(events) and len(losses(events)) >= 2):
+        time.sleep(0.05)
+    with open("/proc/%d/comm" % proc.pid) as f:
+        comm = f.read().strip()
+    proc.kill()
+    proc.wait()
+    check(comm == "rdattn-train", "the training process is named rdattn-train (%r)" % comm)
 
 
 def main():
