@@ -34,6 +34,16 @@ bool KernelTensor(const at::Tensor& t) {
 
 int64_t NormChunks(int64_t N) { return (N + fused_cpu::kNormRows - 1) / fused_cpu::kNormRows; }
 
+// Runs a kernel over [0, n) in parallel tasks of at least `grain`: its AVX2 build on CPUs that
+// have AVX2 (unless the baseline build is forced), else its baseline build.
+template <typename Args>
+void RunKernel(void (*avx2)(const Args&, int64_t, int64_t),
+               void (*base)(const Args&, int64_t, int64_t), const Args& p, int64_t n,
+               int64_t grain) {
+  const auto kernel = UseAvx2() ? avx2 : base;
+  at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) { kernel(p, b, e); });
+}
+
 // x [N,D] (any leading shape), g [D], all contiguous; fills y (x's shape) and rho [N].
 template <typename T>
 void NormForwardTyped(const at::Tensor& x, const at::Tensor& g, double eps, at::Tensor& y,
@@ -46,14 +56,7 @@ void NormForwardTyped(const at::Tensor& x, const at::Tensor& g, double eps, at::
                                         g.data_ptr<T>(),
                                         y.data_ptr<T>(),
                                         rho.data_ptr<T>()};
-  const bool avx2 = UseAvx2();
-  at::parallel_for(0, NormChunks(N), 1, [&](int64_t c0, int64_t c1) {
-    if (avx2) {
-      fused_cpu::avx2::NormForward(p, c0, c1);
-    } else {
-      fused_cpu::base::NormForward(p, c0, c1);
-    }
-  });
+  RunKernel(fused_cpu::avx2::NormForward, fused_cpu::base::NormForward, p, NormChunks(N), 1);
 }
 
 // Fills dx (x's shape) and dg [D] where defined.
@@ -72,14 +75,7 @@ void NormBackwardTyped(const at::Tensor& x, const at::Tensor& g, const at::Tenso
                                          rho.data_ptr<T>(),
                                          dx.defined() ? dx.data_ptr<T>() : nullptr,
                                          dg_part.empty() ? nullptr : dg_part.data()};
-  const bool avx2 = UseAvx2();
-  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    if (avx2) {
-      fused_cpu::avx2::NormBackward(p, c0, c1);
-    } else {
-      fused_cpu::base::NormBackward(p, c0, c1);
-    }
-  });
+  RunKernel(fused_cpu::avx2::NormBackward, fused_cpu::base::NormBackward, p, chunks, 1);
   if (dg.defined()) {
     T* out = dg.data_ptr<T>();
     for (int64_t d = 0; d < D; ++d) out[d] = T(0);
@@ -119,23 +115,6 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
 };
 
-// Forward (p.inv written) or backward (p.dinv, p.dx set) over the rows.
-template <typename T>
-void InvRmsTyped(const fused_cpu::InvRmsArgs<T>& p, bool forward) {
-  const bool avx2 = UseAvx2();
-  at::parallel_for(0, NormChunks(p.N), 1, [&](int64_t c0, int64_t c1) {
-    if (forward && avx2) {
-      fused_cpu::avx2::InvRmsForward(p, c0, c1);
-    } else if (forward) {
-      fused_cpu::base::InvRmsForward(p, c0, c1);
-    } else if (avx2) {
-      fused_cpu::avx2::InvRmsBackward(p, c0, c1);
-    } else {
-      fused_cpu::base::InvRmsBackward(p, c0, c1);
-    }
-  });
-}
-
 // input x [..., D]; output ρ [..., 1].
 struct InvRmsFunction : public torch::autograd::Function<InvRmsFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double eps) {
@@ -151,7 +130,8 @@ struct InvRmsFunction : public torch::autograd::Function<InvRmsFunction> {
                                               inv.data_ptr<scalar_t>(),
                                               nullptr,
                                               nullptr};
-      InvRmsTyped(p, /*forward=*/true);
+      RunKernel(fused_cpu::avx2::InvRmsForward, fused_cpu::base::InvRmsForward, p, NormChunks(p.N),
+                1);
     });
     // x by reference (the graph's own tensor) and ρ (an output: saved as one).
     ctx->save_for_backward({x, inv});
@@ -172,28 +152,12 @@ struct InvRmsFunction : public torch::autograd::Function<InvRmsFunction> {
                                               inv.data_ptr<scalar_t>(),
                                               dinv.data_ptr<scalar_t>(),
                                               dx.data_ptr<scalar_t>()};
-      InvRmsTyped(p, /*forward=*/false);
+      RunKernel(fused_cpu::avx2::InvRmsBackward, fused_cpu::base::InvRmsBackward, p,
+                NormChunks(p.N), 1);
     });
     return {dx, at::Tensor()};
   }
 };
-
-// Forward (p.y set) or backward (p.dy, p.da, p.db set) over n contiguous elements.
-template <typename T>
-void SwiGluTyped(const fused_cpu::SwiGluArgs<T>& p, int64_t n, bool forward) {
-  const bool avx2 = UseAvx2();
-  at::parallel_for(0, n, fused_cpu::kSwiGluGrain, [&](int64_t i0, int64_t i1) {
-    if (forward && avx2) {
-      fused_cpu::avx2::SwiGluForward(p, i0, i1);
-    } else if (forward) {
-      fused_cpu::base::SwiGluForward(p, i0, i1);
-    } else if (avx2) {
-      fused_cpu::avx2::SwiGluBackward(p, i0, i1);
-    } else {
-      fused_cpu::base::SwiGluBackward(p, i0, i1);
-    }
-  });
-}
 
 // inputs a, b of one shape; output silu(a) · b.
 struct SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
@@ -207,7 +171,8 @@ struct SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
                                               y.data_ptr<scalar_t>(),
                                               nullptr,
                                               nullptr};
-      SwiGluTyped(p, ac.numel(), /*forward=*/true);
+      RunKernel(fused_cpu::avx2::SwiGluForward, fused_cpu::base::SwiGluForward, p, ac.numel(),
+                fused_cpu::kSwiGluGrain);
     });
     // a and b by reference (the GEMMs' outputs); silu(a) is not saved but recomputed.
     ctx->save_for_backward({a, b});
@@ -224,7 +189,8 @@ struct SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
       const fused_cpu::SwiGluArgs<scalar_t> p{a.data_ptr<scalar_t>(),  b.data_ptr<scalar_t>(),
                                               dy.data_ptr<scalar_t>(), nullptr,
                                               da.data_ptr<scalar_t>(), db.data_ptr<scalar_t>()};
-      SwiGluTyped(p, a.numel(), /*forward=*/false);
+      RunKernel(fused_cpu::avx2::SwiGluBackward, fused_cpu::base::SwiGluBackward, p, a.numel(),
+                fused_cpu::kSwiGluGrain);
     });
     return {ctx->needs_input_grad(0) ? da : at::Tensor(),
             ctx->needs_input_grad(1) ? db : at::Tensor()};
