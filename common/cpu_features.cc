@@ -81,29 +81,28 @@ void UseBestBlasKernels(char** argv) {
   if (core == nullptr) return;
   const char* best = BlasCoreToSet(core, BestBlasCore());
   if (best == nullptr) return;
-  const std::string note = std::string(best) + " (set by rdattn: OpenBLAS chose " + core + ")";
+  auto warn = [&](const std::string& failed, int err) {
+    log::Warning(std::string("OpenBLAS runs its ") + core + " kernels on a CPU that runs its " +
+                 best + " ones, and " + failed + " with OPENBLAS_CORETYPE=" + best +
+                 " failed: " + std::strerror(err) + "; matrix products will be slower");
+  };
   // The program's own path, not /proc/self/exe: the process keeps its name (ps, pgrep -x, top
   // and mpirun's messages show the basename of what was executed).
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  const int read_err = errno;
   if (n <= 0 || n >= static_cast<ssize_t>(sizeof(self)) - 1) {
-    log::Warning(std::string("OpenBLAS runs its ") + core + " kernels on a CPU that runs its " +
-                 best + " ones, and the program's path could not be read to re-execute it with " +
-                 "OPENBLAS_CORETYPE=" + best + ": " + std::strerror(read_err) +
-                 "; matrix products will be slower");
+    warn("reading the program's path to re-execute it", errno);
     return;
   }
   self[n] = '\0';
+  const std::string note = std::string(best) + " (set by rdattn: OpenBLAS chose " + core + ")";
   setenv("OPENBLAS_CORETYPE", best, 1);
   setenv(kFixedBy, note.c_str(), 1);
   execv(self, argv);
   const int err = errno;
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv(kFixedBy);
-  log::Warning(std::string("OpenBLAS runs its ") + core + " kernels on a CPU that runs its " +
-               best + " ones, and re-executing " + self + " with OPENBLAS_CORETYPE=" + best +
-               " failed: " + std::strerror(err) + "; matrix products will be slower");
+  warn(std::string("re-executing ") + self, err);
 }
 
 std::string BlasCore() {

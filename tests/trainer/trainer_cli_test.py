@@ -532,20 +532,38 @@ def case_blas_core(env):
     reported; without it, rdattn-train runs the best kernels this CPU has, re-executing itself
     when OpenBLAS chose weaker ones (bookworm's 0.3.21 picks Prescott on CPUs newer than it),
     and the KIND_INIT event says which core ran and how it was chosen."""
-    def init_event(name, extra):
-        job = env.job(name, schedule__total_tokens=6 * 512, schedule__milestones_tokens=[], checkpoint__dir="")
+    def start(name, extra, total_steps):
+        job = env.job(name, schedule__total_tokens=total_steps * 512, schedule__milestones_tokens=[],
+                      checkpoint__dir="")
         events = job.replace("job.json", "events.jsonl")
         run_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "RDATTN_BLAS_CORE")}
         run_env.update(extra)
-        p = subprocess.run([env.train, "train", "--job", job, "--events", events], env=run_env,
-                           capture_output=True, text=True, timeout=300)
-        check(p.returncode == 0, "%s: rdattn-train exits 0 (got %d: %s)" % (name, p.returncode, p.stderr[-2000:]))
+        proc = subprocess.Popen([env.train, "train", "--job", job, "--events", events], env=run_env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return proc, events
+
+    def init_event(events):
         return [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]
 
-    init = init_event("blas_user", {"OPENBLAS_CORETYPE": "Prescott"})
-    check(init.get("blas_core") == "Prescott (OPENBLAS_CORETYPE)",
-          "OPENBLAS_CORETYPE=Prescott is kept and reported (blas_core %r)" % init.get("blas_core"))
-    core = init_event("blas_auto", {}).get("blas_core", "")
+    proc, events = start("blas_user", {"OPENBLAS_CORETYPE": "Prescott"}, 6)
+    _, err = proc.communicate(timeout=300)
+    check(proc.returncode == 0, "blas_user: rdattn-train exits 0 (got %d: %s)" % (proc.returncode, err[-2000:]))
+    core = init_event(events).get("blas_core")
+    check(core == "Prescott (OPENBLAS_CORETYPE)", "OPENBLAS_CORETYPE=Prescott is kept and reported (blas_core %r)" % core)
+
+    # Without OPENBLAS_CORETYPE: a long run, stopped once it trains.
+    proc, events = start("blas_auto", {}, 2000)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not (os.path.exists(events) and len(losses(events)) >= 2):
+        time.sleep(0.05)
+    check(proc.poll() is None, "blas_auto: rdattn-train is training (exit %s)" % proc.returncode)
+    with open("/proc/%d/comm" % proc.pid) as f:
+        comm = f.read().strip()
+    proc.kill()
+    proc.communicate()
+    # Re-executed or not, the process keeps its name (ps, pgrep -x, mpirun's messages).
+    check(comm == "rdattn-train", "the training process is named rdattn-train (%r)" % comm)
+    core = init_event(events).get("blas_core", "")
     best = best_blas_core()
     print("this CPU's best OpenBLAS core: %s; rdattn-train ran: %r" % (best, core))
     fixed = re.match(r"^(\w+) \(set by rdattn: OpenBLAS chose (\w+)\)$", core)
@@ -556,21 +574,6 @@ def case_blas_core(env):
     else:
         check(core in BLAS_LEVEL and (best is None or BLAS_LEVEL[core] >= BLAS_LEVEL[best]),
               "OpenBLAS chose %r itself, at least as wide as this CPU's best (%s)" % (core, best))
-    # Re-executed or not, the process keeps its name (ps, pgrep -x, mpirun's messages).
-    job = env.job("blas_name", schedule__total_tokens=2000 * 512, schedule__milestones_tokens=[],
-                  checkpoint__dir="")
-    events = job.replace("job.json", "events.jsonl")
-    run_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "RDATTN_BLAS_CORE")}
-    proc = subprocess.Popen([env.train, "train", "--job", job, "--events", events], env=run_env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and not (os.path.exists(events) and len(losses(events)) >= 2):
-        time.sleep(0.05)
-    with open("/proc/%d/comm" % proc.pid) as f:
-        comm = f.read().strip()
-    proc.kill()
-    proc.wait()
-    check(comm == "rdattn-train", "the training process is named rdattn-train (%r)" % comm)
 
 
 def main():
