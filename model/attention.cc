@@ -2,13 +2,17 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
+
+#include "model/batched_gemm.h"
 
 namespace rdattn::model {
 namespace {
@@ -105,33 +109,49 @@ at::Tensor RotateHalf(const at::Tensor& x) {
 
 // ---- causal attention ---------------------------------------------------------------------------
 
+// The autocast dtype when autocast is on for `device` (CPU or CUDA), else none.
+std::optional<at::ScalarType> AutocastDtype(c10::DeviceType device) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) return std::nullopt;
+  if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
+  return at::autocast::get_autocast_dtype(device);
+#else
+  if (device == c10::DeviceType::CPU && at::autocast::is_cpu_enabled())
+    return at::autocast::get_autocast_cpu_dtype();
+  if (device == c10::DeviceType::CUDA && at::autocast::is_enabled())
+    return at::autocast::get_autocast_gpu_dtype();
+  return std::nullopt;
+#endif
+}
+
 // Query rows per block. A block's GEMMs cover its keys [0, r1): 64 rows leave 5/8 of the full
 // [T,T] product at T = 256 while each GEMM keeps a useful size ([64, r1] × [r1, 64]).
 constexpr int64_t kRowBlock = 64;
 
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
-  // q, k, v: [N,T,d]. Saves q·scale, k, v and each block's weights [N,n,r1].
+  // q, k, v: [N,T,d]. Saves q, k, v and each block's weights [N,n,r1].
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, double scale) {
     const int64_t N = q.size(0), T = q.size(1);
-    // Scaling q (N·T·d) instead of the logits (N·T·T/2); with scale = 2⁻³ it is exact, so the
-    // logits equal (q·kᵀ)·scale bit for bit.
-    const at::Tensor qs = q * scale;
+    // The scale is the products' BLAS alpha (no pass over q or the logits). With scale = 2⁻³
+    // (d = 64) it is exact: the logits equal (q·kᵀ)·scale and (q·scale)·kᵀ bit for bit, and so
+    // do the gradients below.
     at::Tensor y = at::empty({N, T, v.size(2)}, v.options());
     // Added to the block's own keys: −inf above the diagonal (weight exactly 0), 0 elsewhere
     // (x + 0 = x). One vectorised add is much cheaper than a masked_fill with a broadcast mask.
     const at::Tensor above =
         at::full({kRowBlock, kRowBlock}, -std::numeric_limits<double>::infinity(), q.options())
             .triu(1);
-    std::vector<at::Tensor> saved = {qs, k, v};
+    std::vector<at::Tensor> saved = {q, k, v};
     for (int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
-      at::Tensor logits = at::bmm(qs.narrow(1, r0, n), k.narrow(1, 0, r1).transpose(1, 2));
+      at::Tensor logits = at::empty({N, n, r1}, q.options());
+      BatchedGemm(q.narrow(1, r0, n), k.narrow(1, 0, r1).transpose(1, 2), logits, false, scale);
       logits.narrow(2, r0, n).add_(above.narrow(0, 0, n).narrow(1, 0, n));
       at::Tensor p = at::_softmax(logits, -1, false);
       at::Tensor y_rows = y.narrow(1, r0, n);
-      at::bmm_out(y_rows, p, v.narrow(1, 0, r1));
+      BatchedGemm(p, v.narrow(1, 0, r1), y_rows, false);
       saved.push_back(std::move(p));
     }
     ctx->save_for_backward(saved);
@@ -141,34 +161,34 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &qs = saved[0], &k = saved[1], &v = saved[2];
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+    const double scale = ctx->saved_data["scale"].toDouble();
     const at::Tensor dy = grads[0].contiguous();
-    const int64_t T = qs.size(1);
-    at::Tensor dqs = at::empty_like(qs);
+    const int64_t T = q.size(1);
+    at::Tensor dq = at::empty_like(q);
     at::Tensor dk = at::empty_like(k);
     at::Tensor dv = at::empty_like(v);
     // Last block first: it sees every key, so its products write the whole of dk and dv (no
-    // zero fill; bmm_out, as baddbmm with beta = 0 still reads the uninitialised output in
-    // LibTorch 1.13's small-size kernel) and the earlier blocks add into their leading rows.
+    // zero fill; BatchedGemm's write mode never reads the output, unlike baddbmm with beta = 0
+    // in LibTorch 1.13's small-size kernel) and the earlier blocks add into their leading rows.
     const int64_t blocks = (T + kRowBlock - 1) / kRowBlock;
     for (int64_t b = blocks - 1; b >= 0; --b) {
       const int64_t r0 = b * kRowBlock, n = std::min(kRowBlock, T - r0), r1 = r0 + n;
       const at::Tensor& p = saved[static_cast<size_t>(3 + b)];
       const at::Tensor dy_rows = dy.narrow(1, r0, n);
-      const at::Tensor dp = at::bmm(dy_rows, v.narrow(1, 0, r1).transpose(1, 2));
+      at::Tensor dp = at::empty({dy.size(0), n, r1}, dy.options());
+      BatchedGemm(dy_rows, v.narrow(1, 0, r1).transpose(1, 2), dp, false);
       // Masked entries have p = 0, hence a zero logit gradient.
       const at::Tensor ds = at::_softmax_backward_data(dp, p, -1, p.scalar_type());
-      at::Tensor dq_rows = dqs.narrow(1, r0, n);
-      at::bmm_out(dq_rows, ds, k.narrow(1, 0, r1));
-      if (b == blocks - 1) {
-        at::bmm_out(dk, ds.transpose(1, 2), qs.narrow(1, r0, n));
-        at::bmm_out(dv, p.transpose(1, 2), dy_rows);
-      } else {
-        dk.narrow(1, 0, r1).baddbmm_(ds.transpose(1, 2), qs.narrow(1, r0, n));
-        dv.narrow(1, 0, r1).baddbmm_(p.transpose(1, 2), dy_rows);
-      }
+      at::Tensor dq_rows = dq.narrow(1, r0, n);
+      BatchedGemm(ds, k.narrow(1, 0, r1), dq_rows, false, scale);
+      // The last block writes all of dk and dv (r1 = T); the earlier ones add into their rows.
+      const bool add = b != blocks - 1;
+      at::Tensor dk_rows = dk.narrow(1, 0, r1), dv_rows = dv.narrow(1, 0, r1);
+      BatchedGemm(ds.transpose(1, 2), q.narrow(1, r0, n), dk_rows, add, scale);
+      BatchedGemm(p.transpose(1, 2), dy_rows, dv_rows, add);
     }
-    return {dqs.mul_(ctx->saved_data["scale"].toDouble()), dk, dv, at::Tensor()};
+    return {dq, dk, dv, at::Tensor()};
   }
 };
 
@@ -218,7 +238,15 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
     return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
   }
 #endif
-  auto flat = [&](const at::Tensor& t) { return t.reshape({B * H, T, t.size(3)}); };
+  // Under autocast, ATen's bmm would run the products in the autocast dtype (bf16), whatever
+  // dtype RoPE's tables gave q and k; BatchedGemm is not an autocast op, so the inputs take
+  // that dtype here (as autocast casts them: float32 and reduced floats, never float64).
+  const std::optional<at::ScalarType> cast = AutocastDtype(q.device().type());
+  auto flat = [&](const at::Tensor& t) {
+    const at::Tensor r = t.reshape({B * H, T, t.size(3)});
+    const bool eligible = r.is_floating_point() && r.scalar_type() != at::kDouble;
+    return cast.has_value() && eligible ? r.to(*cast) : r;
+  };
   return CausalAttentionFunction::apply(flat(q), flat(k), flat(v), scale)
       .view({B, H, T, v.size(3)});
 }
