@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -76,9 +77,15 @@ void Direct(GemmFn<T> gemm, const at::Tensor& a, const at::Tensor& b, at::Tensor
   });
 }
 
+std::atomic<bool> direct_enabled{true};
+
 }  // namespace
 
-bool BatchedGemmDirect() { return Gemm<float>() != nullptr && Gemm<double>() != nullptr; }
+bool BatchedGemmDirect() {
+  return direct_enabled.load() && Gemm<float>() != nullptr && Gemm<double>() != nullptr;
+}
+
+void SetBatchedGemmDirect(bool on) { direct_enabled.store(on); }
 
 void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumulate,
                  double alpha) {
@@ -92,12 +99,13 @@ void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool a
               " on a non-floating output (", c.scalar_type(), ")");
   const at::ScalarType dt = c.scalar_type();
   Layout la, lb, lc;
-  const bool direct =
-      a.is_cpu() && b.is_cpu() && c.is_cpu() && (dt == at::kFloat || dt == at::kDouble) &&
-      a.scalar_type() == dt && b.scalar_type() == dt && !a.is_conj() && !b.is_conj() &&
-      !c.is_conj() && FitsInt(c.size(1)) && FitsInt(c.size(2)) && FitsInt(a.size(2)) &&
-      c.numel() > 0 && LayoutOf(a, &la) && LayoutOf(b, &lb) && LayoutOf(c, &lc) && lc.row_major &&
-      (dt == at::kFloat ? Gemm<float>() != nullptr : Gemm<double>() != nullptr);
+  const bool direct = direct_enabled.load() && a.is_cpu() && b.is_cpu() && c.is_cpu() &&
+                      (dt == at::kFloat || dt == at::kDouble) && a.scalar_type() == dt &&
+                      b.scalar_type() == dt && !a.is_conj() && !b.is_conj() && !c.is_conj() &&
+                      FitsInt(c.size(1)) && FitsInt(c.size(2)) && FitsInt(a.size(2)) &&
+                      c.numel() > 0 && LayoutOf(a, &la) && LayoutOf(b, &lb) && LayoutOf(c, &lc) &&
+                      lc.row_major &&
+                      (dt == at::kFloat ? Gemm<float>() != nullptr : Gemm<double>() != nullptr);
   if (!direct) {
     if (accumulate) {
       c.baddbmm_(a, b, 1, alpha);

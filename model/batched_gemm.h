@@ -26,7 +26,13 @@ namespace rdattn::model {
 void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumulate,
                  double alpha = 1.0);
 
-// Whether BatchedGemm's direct path is available in this process (for tests and benchmarks).
+// Whether BatchedGemm takes its direct path: BLAS's gemm was found in this process and the
+// switch below is on.
 bool BatchedGemmDirect();
+
+// Process-wide switch of the direct path (on by default); off, every call goes through
+// at::bmm_out / baddbmm_. For tests and for benchmarks that compare the two in one process
+// (rdattn_model_bench --attention-aten), like SetDepthReadCpuKernel.
+void SetBatchedGemmDirect(bool on);
 
 }  // namespace rdattn::model

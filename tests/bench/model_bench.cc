@@ -8,6 +8,8 @@
 //     records; achieved FLOP/s and its fraction of the GEMM peak;
 //   - with --depth-read-ops, also times each depth arm with the op-by-op depth read (the CPU
 //     kernel of model/depth_read_cpu.h off) in the same round-robin: the kernel's speed-up;
+//   - with --attention-aten, also times each arm with the attention's batched products through
+//     LibTorch's bmm (model/batched_gemm.h's direct BLAS path off), in the same round-robin;
 //   - runs the 2-rank MPI step (`mpirun -np 2` of this binary with --mpi-step) and splits it into
 //     data wait, compute, all-reduce and optimizer (medians);
 //   - prints a table and, with --json FILE, writes every figure (top-level keys for the primary
@@ -20,6 +22,7 @@
 //                      [--gemm-size N] [--gemm-seconds S] [--peak-flops F] [--no-memory]
 //                      [--probe-jobs 2]
 //                      [--flop-check|--no-flop-check] [--no-mpi] [--depth-read-ops]
+//                      [--attention-aten]
 //                      [--mpirun PATH] [--mpi-preset P]
 //                      [--mpi-batch 4] [--mpi-steps 5] [--json FILE]
 // Internal modes (child processes of this binary): --memory-probe ARM, --mpi-step (under
@@ -49,6 +52,7 @@
 
 #include "common/cli.h"
 #include "common/cpu_features.h"
+#include "model/batched_gemm.h"
 #include "model/depth_read.h"
 #include "model/gpt.h"
 #include "tests/bench/bench_common.h"
@@ -108,6 +112,7 @@ struct Options {
   bool memory = true, flop_check = true, mpi = true;
   bool flop_check_set = false;
   bool depth_read_ops = false;  // also time the depth arms with the op-by-op depth read
+  bool attention_aten = false;  // also time every arm with LibTorch's bmm in the attention
   std::string mpirun, mpi_preset;
   int64_t mpi_batch = 4, mpi_steps = 5;
   int64_t probe_jobs = 2;  // memory probes at a time
@@ -184,6 +189,10 @@ void AddFlags(CLI::App& app, Options& o, Internal& in, std::string& arms) {
       "--depth-read-ops", o.depth_read_ops,
       "also time each depth arm with the op-by-op depth read (the CPU kernel off), in the same "
       "round-robin, and print the kernel's speed-up per arm");
+  app.add_flag("--attention-aten", o.attention_aten,
+               "also time each arm with the attention's batched products through LibTorch's "
+               "bmm/baddbmm_ instead of BLAS directly (SetBatchedGemmDirect(false)), in the same "
+               "round-robin, and print the direct path's speed-up per arm");
   app.add_option("--mpirun", o.mpirun, "mpirun of the MPI step (default: the one CMake found)");
   app.add_option("--mpi-preset", o.mpi_preset, "preset of the MPI step (default: --primary)");
   app.add_option("--mpi-batch", o.mpi_batch,
@@ -375,7 +384,8 @@ int Run(int argc, char** argv) {
     std::map<Arm, rdattn::model::Gpt> models;
     std::map<Arm, std::unique_ptr<torch::optim::AdamW>> opts;
     std::map<Arm, ArmResult> res;
-    std::map<Arm, ArmResult> ops_res;  // --depth-read-ops: the same arms, op-by-op depth read
+    std::map<Arm, ArmResult> ops_res;   // --depth-read-ops: the same arms, op-by-op depth read
+    std::map<Arm, ArmResult> aten_res;  // --attention-aten: the same arms, LibTorch's bmm
     for (Arm arm : o.arms) {
       const auto cfg = *rdattn::model::Preset(preset, arm);
       auto it = models.emplace(arm, rdattn::model::Gpt(cfg, 0)).first;
@@ -413,6 +423,20 @@ int Run(int argc, char** argv) {
           rdattn::model::SetDepthReadCpuKernel(true);
           ArmResult& q = ops_res[arm];
           q.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+          q.tokens += o.steps * o.batch * T;
+          q.steps += o.steps;
+        }
+        if (o.attention_aten) {
+          rdattn::model::SetBatchedGemmDirect(false);
+          const auto t1 = std::chrono::steady_clock::now();
+          for (int64_t s = 0; s < o.steps; ++s) bench::FullStep(m, opt, batch, dev);
+          bench::Sync(dev);
+          rdattn::model::SetBatchedGemmDirect(true);
+          const double dt1 =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+          ArmResult& q = aten_res[arm];
+          q.seconds += dt1;
+          q.round_seconds.push_back(dt1);
           q.tokens += o.steps * o.batch * T;
           q.steps += o.steps;
         }
@@ -550,6 +574,22 @@ int Run(int argc, char** argv) {
             "rd/block with the op-by-op depth read: tokens/s %.3f\n",
             Ratio(ops_res[Arm::kRd].tokens_per_second(), ops_res[Arm::kBlock].tokens_per_second()));
       pj["depth_read_op_by_op"] = speedup;
+    }
+    if (!aten_res.empty()) {
+      std::printf(
+          "attention products, BLAS direct ÷ LibTorch bmm (tokens/s, same round-robin; median of "
+          "the rounds' ratios):");
+      nlohmann::json speedup = nlohmann::json::object();
+      for (const auto& [arm, q] : aten_res) {
+        const double ratio = Ratio(res[arm].tokens_per_second(), q.tokens_per_second());
+        const double median = MedianRoundRatio(res[arm], q);
+        speedup[Name(arm)] = {{"aten_bmm_tokens_per_second", q.tokens_per_second()},
+                              {"direct_over_aten_bmm_tokens_per_second", ratio},
+                              {"direct_over_aten_bmm_round_median", median}};
+        std::printf(" %s %.3f (%.3f)", Name(arm).c_str(), ratio, median);
+      }
+      std::printf("\n");
+      pj["attention_aten_bmm"] = speedup;
     }
     out["per_preset"][preset] = pj;
   }

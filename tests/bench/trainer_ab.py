@@ -12,7 +12,13 @@ over the rounds and the per-round ratio of every binary to the first.
        MB=N: N sequences per micro-batch at every world size (gradient accumulation makes up the
        global batch of 16), so 2 ranks / 1 rank measures data parallelism alone; default (0):
        trainer_bench.py's 2 micro-batches per rank, i.e. 8 sequences at 1 rank and 4 at 2, which
-       also charges 2 ranks for their smaller, less efficient matrix products
+       also charges 2 ranks for their smaller, less efficient matrix products;
+       PAIR=0 skips the control below
+The control (with WORLDS 1,2, on by default): per round and binary, two independent 1-rank runs
+of the 1-rank job at the same time, pinned to cpu 0 and 1 (taskset). Their summed tokens/s over
+one run alone is what this machine gives two busy cores with no communication at all; w2/pair is
+the 2-rank job against that yardstick. On a VM whose vCPUs slow each other down, w2/w1 cannot
+exceed pair/w1 by much, whatever the trainer does.
 """
 import json, os, statistics, subprocess, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trainer"))
@@ -41,6 +47,25 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALL
            OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="self,vader",
            OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_plm="isolated")
 res = {}
+PAIR = os.environ.get("PAIR", "1") != "0" and WORLDS == [1, 2] and (os.cpu_count() or 1) >= 2
+
+
+def pair(b, tag):  # two 1-rank runs at once on cpu 0 and 1: their summed tokens/s
+    job = {"run_id": tag, "init_seed": 1, "model": {"preset": preset, "arm": arm},
+           "data": {"train_shards": [shard], "tokenizer": "byte", "data_seed": 1},
+           "optim": {"peak_lr": 1e-3, "warmup_steps": 1},
+           "schedule": {"total_tokens": steps * batch * ctx, "global_batch_tokens": batch * ctx,
+                        "micro_batch_sequences": MB or batch // 2},
+           "parallel": {"world_size": 1, "threads_per_rank": 1}}
+    procs, evs = [], []
+    for cpu in (0, 1):
+        p = os.path.join(tmp, "%s_%d.json" % (tag, cpu)); json.dump(dict(job, run_id="%s_%d" % (tag, cpu)), open(p, "w"))
+        evs.append(os.path.join(tmp, "%s_%d.jsonl" % (tag, cpu)))
+        procs.append(subprocess.Popen(["taskset", "-c", str(cpu), b, "train", "--job", p, "--events", evs[-1]],
+                                      env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for p in procs:
+        if p.wait() != 0: raise SystemExit("pair run failed: %s" % b)
+    return sum(statistics.median(e["tokens_per_second"] for e in [x for x in read_events(ev) if x["kind"] == "KIND_TRAIN_STEP"][2:]) for ev in evs)
 
 
 def name(b):  # the binary's folder: build-a/worker/trainer/rdattn-train -> build-a
@@ -52,11 +77,16 @@ for r in range(rounds):
     order = [(b, w) for w in WORLDS for b in (bins if r % 2 == 0 else bins[::-1])]
     for i, (b, w) in enumerate(order):
         res.setdefault((b, w), []).append(run(b, w, "r%d_%d" % (r, i)))
+    for i, b in enumerate(bins if r % 2 == 0 else bins[::-1]):
+        if PAIR: res.setdefault((b, "pair"), []).append(pair(b, "p%d_%d" % (r, i)))
     line = "round %d:" % r
     for b in (bins if 1 in WORLDS else []):
         line += "  %s w2/w1 %.3f (w1 %.0f, w2 %.0f tok/s, w2 allreduce %.1f ms)" % (
             name(b), res[(b, 2)][-1]["tokens_per_second"] / res[(b, 1)][-1]["tokens_per_second"],
             res[(b, 1)][-1]["tokens_per_second"], res[(b, 2)][-1]["tokens_per_second"], 1e3 * res[(b, 2)][-1]["allreduce_seconds"])
+        if PAIR:
+            line += " pair/w1 %.3f w2/pair %.3f" % (res[(b, "pair")][-1] / res[(b, 1)][-1]["tokens_per_second"],
+                                                  res[(b, 2)][-1]["tokens_per_second"] / res[(b, "pair")][-1])
     for b in bins:
         line += "  [%s w2 %.0f tok/s, ar %.1f ms]" % (name(b), res[(b, 2)][-1]["tokens_per_second"], 1e3 * res[(b, 2)][-1]["allreduce_seconds"]) if 2 in WORLDS else ""
     print(line, "load", open("/proc/loadavg").read().split()[0], flush=True)
@@ -68,6 +98,10 @@ for b in (bins if 1 in WORLDS else []):
     f = lambda v: "%.3f/%.3f/%.3f" % (min(v), statistics.median(v), max(v))
     g = lambda v: "%.0f/%.0f/%.0f" % (min(v), statistics.median(v), max(v))
     print("%-12s w2/w1 min/med/max %s | w1 tok/s %s | w2 tok/s %s | w2 step ms %s | w2 allreduce ms %s" % (name(b), f(rat), g(t1), g(t2), g(st2), "%.1f/%.1f/%.1f" % (min(ar), statistics.median(ar), max(ar))))
+    if PAIR:
+        pw = [p / x1["tokens_per_second"] for p, x1 in zip(res[(b, "pair")], res[(b, 1)])]
+        wp = [x2["tokens_per_second"] / p for p, x2 in zip(res[(b, "pair")], res[(b, 2)])]
+        print("%-12s control: two 1-rank runs at once / 1 rank min/med/max %s | w2 / that pair %s" % (name(b), f(pw), f(wp)))
 for other in bins[1:]:
     for w in WORLDS:
         pr = [y["tokens_per_second"] / x["tokens_per_second"] for x, y in zip(res[(bins[0], w)], res[(other, w)])]

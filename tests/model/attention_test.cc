@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/batched_gemm.h"
 #include "tests/model/test_util.h"
 
 namespace rdattn::model {
@@ -117,6 +118,34 @@ TEST(AttentionTest, CausalAttentionGradientMatchesFiniteDifferences) {
       return (CausalAttention(x[0], x[1], x[2], 0.5) * w).sum().item<double>();
     };
     EXPECT_NEAR((g[i] * u).sum().item<double>(), (f(1) - f(-1)) / (2 * eps), 1e-7) << i;
+  }
+}
+
+TEST(AttentionTest, DirectBlasProductsGiveTheBitsOfLibTorchsBmm) {
+  // BatchedGemm's direct path against LibTorch's bmm/baddbmm_ (SetBatchedGemmDirect(false)) in
+  // the whole function, float32, one thread, scale 1/8: values and every gradient bitwise,
+  // over one and several row blocks, V a strided view as in the model.
+  ASSERT_TRUE(BatchedGemmDirect());
+  at::Generator gen = at::detail::createCPUGenerator(27);
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  for (int64_t T : {40, 64, 150}) {
+    const int64_t B = 2, H = 3, d = 64;
+    const at::Tensor q = at::randn({B, H, T, d}, gen, f32).requires_grad_(true);
+    const at::Tensor k = at::randn({B, H, T, d}, gen, f32).requires_grad_(true);
+    const at::Tensor x = at::randn({B, T, H, d}, gen, f32).requires_grad_(true);
+    const at::Tensor w = at::randn({B, H, T, d}, gen, f32);
+    std::vector<std::vector<at::Tensor>> runs;
+    for (bool direct : {true, false}) {
+      SetBatchedGemmDirect(direct);
+      const at::Tensor y = CausalAttention(q, k, x.transpose(1, 2), 0.125);
+      std::vector<at::Tensor> r = Grads(y, w, {q, k, x});
+      r.push_back(y.detach());
+      runs.push_back(r);
+    }
+    SetBatchedGemmDirect(true);
+    for (size_t i = 0; i < runs[0].size(); ++i)
+      EXPECT_TRUE(at::equal(runs[0][i], runs[1][i]))
+          << "T=" << T << " output " << i << " max rel " << MaxRelDiff(runs[0][i], runs[1][i]);
   }
 }
 
