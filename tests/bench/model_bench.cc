@@ -405,40 +405,28 @@ int Run(int argc, char** argv) {
       for (Arm arm : o.arms) {
         auto& m = models.at(arm);
         auto& opt = *opts.at(arm);
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int64_t s = 0; s < o.steps; ++s) bench::FullStep(m, opt, batch, dev);
-        bench::Sync(dev);
-        const double dt =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        ArmResult& r = res[arm];
-        r.seconds += dt;
-        r.round_seconds.push_back(dt);
-        r.tokens += o.steps * o.batch * T;
-        r.steps += o.steps;
-        if (o.depth_read_ops && rdattn::model::HasDepthRead(arm)) {
-          rdattn::model::SetDepthReadCpuKernel(false);
-          const auto t1 = std::chrono::steady_clock::now();
+        // The round's steps of this arm, timed into `r`.
+        auto timed = [&](ArmResult& r) {
+          const auto t0 = std::chrono::steady_clock::now();
           for (int64_t s = 0; s < o.steps; ++s) bench::FullStep(m, opt, batch, dev);
           bench::Sync(dev);
+          const double dt =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          r.seconds += dt;
+          r.round_seconds.push_back(dt);
+          r.tokens += o.steps * o.batch * T;
+          r.steps += o.steps;
+        };
+        timed(res[arm]);
+        if (o.depth_read_ops && rdattn::model::HasDepthRead(arm)) {
+          rdattn::model::SetDepthReadCpuKernel(false);
+          timed(ops_res[arm]);
           rdattn::model::SetDepthReadCpuKernel(true);
-          ArmResult& q = ops_res[arm];
-          q.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-          q.tokens += o.steps * o.batch * T;
-          q.steps += o.steps;
         }
         if (o.attention_aten) {
           rdattn::model::SetBatchedGemmDirect(false);
-          const auto t1 = std::chrono::steady_clock::now();
-          for (int64_t s = 0; s < o.steps; ++s) bench::FullStep(m, opt, batch, dev);
-          bench::Sync(dev);
+          timed(aten_res[arm]);
           rdattn::model::SetBatchedGemmDirect(true);
-          const double dt1 =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-          ArmResult& q = aten_res[arm];
-          q.seconds += dt1;
-          q.round_seconds.push_back(dt1);
-          q.tokens += o.steps * o.batch * T;
-          q.steps += o.steps;
         }
       }
     }
