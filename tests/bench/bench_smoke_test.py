@@ -39,7 +39,7 @@ def main():
     a = ap.parse_args()
     cmd = [a.bench, "--presets", ",".join(PRESETS), "--arms", ",".join(ARMS), "--batch", "2", "--rounds", "1",
            "--steps", "1", "--gemm-size", "128", "--gemm-seconds", "0.05", "--mpi-batch", "2", "--mpi-steps", "1",
-           "--probe-jobs", str(len(ARMS)), "--depth-read-ops", "--json", a.json]
+           "--probe-jobs", str(len(ARMS)), "--depth-read-ops", "--attention-aten", "--json", a.json]
     if not a.expect_mpi:
         cmd.append("--no-mpi")
     print("+ " + " ".join(cmd), flush=True)
@@ -69,6 +69,12 @@ def main():
                 positive("per_preset.%s.depth_read_op_by_op.%s" % (p, arm), dj, k, problems)
         if "standard" in pj.get("depth_read_op_by_op", {}):
             problems.append("per_preset.%s.depth_read_op_by_op has standard (no depth read)" % p)
+        # --attention-aten: every arm also timed with LibTorch's bmm in the attention.
+        for arm in ARMS:
+            bj = pj.get("attention_aten_bmm", {}).get(arm, {})
+            for k in ("aten_bmm_tokens_per_second", "direct_over_aten_bmm_tokens_per_second",
+                      "direct_over_aten_bmm_round_median"):
+                positive("per_preset.%s.attention_aten_bmm.%s" % (p, arm), bj, k, problems)
         for k in KEYS:
             if k in out and k in pj and p == out.get("primary_preset") and out[k] != pj[k]:
                 problems.append("top-level %s differs from per_preset.%s" % (k, p))
