@@ -1,5 +1,6 @@
 #include "model/batched_gemm.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
@@ -49,6 +50,11 @@ bool LayoutOf(const at::Tensor& x, Layout* out) {
     return true;
   }
   return false;
+}
+
+// BLAS's output must not share memory with its inputs; such calls are LibTorch's to handle.
+bool Disjoint(const at::Tensor& out, const at::Tensor& in) {
+  return at::get_overlap_status(out, in) == at::MemOverlapStatus::No;
 }
 
 template <typename T>
@@ -104,7 +110,8 @@ void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool a
                       b.scalar_type() == dt && !a.is_conj() && !b.is_conj() && !c.is_conj() &&
                       FitsInt(c.size(1)) && FitsInt(c.size(2)) && FitsInt(a.size(2)) &&
                       c.numel() > 0 && LayoutOf(a, &la) && LayoutOf(b, &lb) && LayoutOf(c, &lc) &&
-                      lc.row_major &&
+                      lc.row_major && Disjoint(c, a) && Disjoint(c, b) &&
+                      at::has_internal_overlap(c) == at::MemOverlap::No &&
                       (dt == at::kFloat ? Gemm<float>() != nullptr : Gemm<double>() != nullptr);
   if (!direct) {
     if (accumulate) {

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,33 @@ TEST(BatchedGemmTest, LayoutsBlasCannotTakeGoThroughLibTorch) {
   at::Tensor oi = at::empty({2, 4, 3}, at::TensorOptions().dtype(at::kLong));
   BatchedGemm(ai, bi, oi, false);
   EXPECT_TRUE(at::equal(oi, at::bmm(ai, bi)));
+}
+
+TEST(BatchedGemmTest, AnOutputThatOverlapsAnInputIsLibTorchsCase) {
+  // c written over a (same storage): BLAS cannot take it; BatchedGemm does what bmm_out does
+  // with it, an error or the same values.
+  at::Generator gen = at::detail::createCPUGenerator(28);
+  const at::Tensor base = at::randn({2, 8, 8}, gen);
+  const at::Tensor b = at::randn({2, 8, 8}, gen);
+  auto attempt = [&](bool ours) -> std::optional<at::Tensor> {
+    at::Tensor a = base.clone();
+    at::Tensor c = a;  // the same memory
+    try {
+      if (ours) {
+        BatchedGemm(a, b, c, false);
+      } else {
+        at::bmm_out(c, a, b);
+      }
+    } catch (const c10::Error&) {
+      return std::nullopt;
+    }
+    return c;
+  };
+  const std::optional<at::Tensor> ours = attempt(true), aten = attempt(false);
+  ASSERT_EQ(ours.has_value(), aten.has_value());
+  if (ours.has_value()) {
+    EXPECT_TRUE(at::equal(*ours, *aten));
+  }
 }
 
 TEST(BatchedGemmTest, MismatchedShapesAreRejectedWithTheirSizes) {
