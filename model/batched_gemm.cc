@@ -58,8 +58,9 @@ bool Disjoint(const at::Tensor& out, const at::Tensor& in) {
 }
 
 template <typename T>
-void Direct(GemmFn<T> gemm, const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
-            bool accumulate, double alpha, const Layout& la, const Layout& lb, const Layout& lc) {
+void Direct(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumulate, double alpha,
+            const Layout& la, const Layout& lb, const Layout& lc) {
+  const GemmFn<T> gemm = Gemm<T>();
   const int64_t N = c.size(0);
   const int m = static_cast<int>(c.size(1)), n = static_cast<int>(c.size(2));
   const int k = static_cast<int>(a.size(2));
@@ -123,9 +124,9 @@ void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool a
     return;
   }
   if (dt == at::kFloat) {
-    Direct<float>(Gemm<float>(), a, b, c, accumulate, alpha, la, lb, lc);
+    Direct<float>(a, b, c, accumulate, alpha, la, lb, lc);
   } else {
-    Direct<double>(Gemm<double>(), a, b, c, accumulate, alpha, la, lb, lc);
+    Direct<double>(a, b, c, accumulate, alpha, la, lb, lc);
   }
 }
 

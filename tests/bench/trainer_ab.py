@@ -30,19 +30,24 @@ ctx = {"cpu-small": 128, "cpu-bench": 256}[preset]; batch = 16
 tmp = tempfile.mkdtemp(prefix="rdattn-trainer-ab-")
 shard = os.path.join(tmp, "b_train_000000.bin")
 write_shard(shard, corpus(1, 2000, 80))  # the corpus of trainer_bench.py
-def run(b, world, tag):
+def write_job(world, tag):  # the job file of this run: trainer_bench.py's job at `world` ranks
     job = {"run_id": tag, "init_seed": 1, "model": {"preset": preset, "arm": arm},
            "data": {"train_shards": [shard], "tokenizer": "byte", "data_seed": 1},
            "optim": {"peak_lr": 1e-3, "warmup_steps": 1},
            "schedule": {"total_tokens": steps * batch * ctx, "global_batch_tokens": batch * ctx,
                         "micro_batch_sequences": MB or batch // (2 * world)},
            "parallel": {"world_size": world, "threads_per_rank": 1}}
-    p = os.path.join(tmp, tag + ".json"); json.dump(job, open(p, "w")); ev = os.path.join(tmp, tag + ".jsonl")
+    p = os.path.join(tmp, tag + ".json"); json.dump(job, open(p, "w"))
+    return p, os.path.join(tmp, tag + ".jsonl")
+def medians(ev, keys):  # medians of the TRAIN_STEP events after the first two
+    st = [e for e in read_events(ev) if e["kind"] == "KIND_TRAIN_STEP"][2:]
+    return {k: statistics.median(s[k] for s in st) for k in keys}
+def run(b, world, tag):
+    p, ev = write_job(world, tag)
     cmd = [b, "train", "--job", p, "--events", ev]
     if world > 1: cmd = ["mpirun", "-np", str(world), "--oversubscribe"] + (["--bind-to", os.environ["BIND"]] if os.environ.get("BIND") else []) + cmd
     subprocess.run(cmd, check=True, capture_output=True, env=ENV)
-    st = [e for e in read_events(ev) if e["kind"] == "KIND_TRAIN_STEP"][2:]
-    return {k: statistics.median(s[k] for s in st) for k in ("tokens_per_second", "step_seconds", "allreduce_seconds", "compute_seconds", "data_seconds")}
+    return medians(ev, ("tokens_per_second", "step_seconds", "allreduce_seconds", "compute_seconds", "data_seconds"))
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="self,vader",
            OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_plm="isolated")
@@ -51,21 +56,14 @@ PAIR = os.environ.get("PAIR", "1") != "0" and WORLDS == [1, 2] and (os.cpu_count
 
 
 def pair(b, tag):  # two 1-rank runs at once on cpu 0 and 1: their summed tokens/s
-    job = {"run_id": tag, "init_seed": 1, "model": {"preset": preset, "arm": arm},
-           "data": {"train_shards": [shard], "tokenizer": "byte", "data_seed": 1},
-           "optim": {"peak_lr": 1e-3, "warmup_steps": 1},
-           "schedule": {"total_tokens": steps * batch * ctx, "global_batch_tokens": batch * ctx,
-                        "micro_batch_sequences": MB or batch // 2},
-           "parallel": {"world_size": 1, "threads_per_rank": 1}}
     procs, evs = [], []
     for cpu in (0, 1):
-        p = os.path.join(tmp, "%s_%d.json" % (tag, cpu)); json.dump(dict(job, run_id="%s_%d" % (tag, cpu)), open(p, "w"))
-        evs.append(os.path.join(tmp, "%s_%d.jsonl" % (tag, cpu)))
-        procs.append(subprocess.Popen(["taskset", "-c", str(cpu), b, "train", "--job", p, "--events", evs[-1]],
+        p, ev = write_job(1, "%s_%d" % (tag, cpu)); evs.append(ev)
+        procs.append(subprocess.Popen(["taskset", "-c", str(cpu), b, "train", "--job", p, "--events", ev],
                                       env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     for p in procs:
         if p.wait() != 0: raise SystemExit("pair run failed: %s" % b)
-    return sum(statistics.median(e["tokens_per_second"] for e in [x for x in read_events(ev) if x["kind"] == "KIND_TRAIN_STEP"][2:]) for ev in evs)
+    return sum(medians(ev, ("tokens_per_second",))["tokens_per_second"] for ev in evs)
 
 
 def name(b):  # the binary's folder: build-a/worker/trainer/rdattn-train -> build-a
