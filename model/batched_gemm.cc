@@ -1,6 +1,5 @@
 #include "model/batched_gemm.h"
 
-#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
@@ -10,6 +9,8 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace rdattn::model {
 namespace {
@@ -52,9 +53,40 @@ bool LayoutOf(const at::Tensor& x, Layout* out) {
   return false;
 }
 
+// The half-open byte range [first, end) that a tensor's elements span (every stride is
+// non-negative in ATen); empty for a tensor without elements.
+std::pair<std::uintptr_t, std::uintptr_t> Span(const at::Tensor& t) {
+  const auto first = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  if (t.numel() == 0) return {first, first};
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return {first, first + static_cast<std::uintptr_t>((last + 1) * t.element_size())};
+}
+
 // BLAS's output must not share memory with its inputs; such calls are LibTorch's to handle.
+// The test is on the byte ranges the two span, so it holds for any views (narrowed rows,
+// transposes), not only for dense tensors as at::get_overlap_status's does (that one answers
+// "too hard" for every narrowed view, which is what the attention passes).
 bool Disjoint(const at::Tensor& out, const at::Tensor& in) {
-  return at::get_overlap_status(out, in) == at::MemOverlapStatus::No;
+  const auto [o0, o1] = Span(out);
+  const auto [i0, i1] = Span(in);
+  return o1 <= i0 || i1 <= o0;
+}
+
+// No two elements of c share memory: with its dimensions of more than one element sorted by
+// stride, each stride is at least the previous one times its size (the sufficient condition;
+// at::has_internal_overlap answers "too hard" for narrowed views, so it cannot be used here).
+bool NoInternalOverlap(const at::Tensor& c) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t d = 0; d < c.dim(); ++d)
+    if (c.size(d) > 1) dims.emplace_back(c.stride(d), c.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t need = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride < need) return false;
+    need = stride * size;
+  }
+  return true;
 }
 
 template <typename T>
@@ -85,6 +117,7 @@ void Direct(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumu
 }
 
 std::atomic<bool> direct_enabled{true};
+std::atomic<int64_t> direct_calls{0}, libtorch_calls{0};
 
 }  // namespace
 
@@ -93,6 +126,11 @@ bool BatchedGemmDirect() {
 }
 
 void SetBatchedGemmDirect(bool on) { direct_enabled.store(on); }
+
+BatchedGemmCalls BatchedGemmCallCounts() {
+  return {direct_calls.load(std::memory_order_relaxed),
+          libtorch_calls.load(std::memory_order_relaxed)};
+}
 
 void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumulate,
                  double alpha) {
@@ -111,10 +149,10 @@ void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool a
                       b.scalar_type() == dt && !a.is_conj() && !b.is_conj() && !c.is_conj() &&
                       FitsInt(c.size(1)) && FitsInt(c.size(2)) && FitsInt(a.size(2)) &&
                       c.numel() > 0 && LayoutOf(a, &la) && LayoutOf(b, &lb) && LayoutOf(c, &lc) &&
-                      lc.row_major && Disjoint(c, a) && Disjoint(c, b) &&
-                      at::has_internal_overlap(c) == at::MemOverlap::No &&
+                      lc.row_major && Disjoint(c, a) && Disjoint(c, b) && NoInternalOverlap(c) &&
                       (dt == at::kFloat ? Gemm<float>() != nullptr : Gemm<double>() != nullptr);
   if (!direct) {
+    libtorch_calls.fetch_add(1, std::memory_order_relaxed);
     if (accumulate) {
       c.baddbmm_(a, b, 1, alpha);
     } else {
@@ -123,6 +161,7 @@ void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool a
     }
     return;
   }
+  direct_calls.fetch_add(1, std::memory_order_relaxed);
   if (dt == at::kFloat) {
     Direct<float>(a, b, c, accumulate, alpha, la, lb, lc);
   } else {

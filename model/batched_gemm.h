@@ -35,4 +35,14 @@ bool BatchedGemmDirect();
 // (rdattn_model_bench --attention-aten), like SetDepthReadCpuKernel.
 void SetBatchedGemmDirect(bool on);
 
+// How many BatchedGemm calls took each path since the process started (each call counts once,
+// whatever its batch size). Tests assert with it that the products they compare really ran on
+// the path they name, and the benchmark reports it; a layout check that sends the attention's
+// views to LibTorch would otherwise pass every bitwise comparison unnoticed.
+struct BatchedGemmCalls {
+  int64_t direct = 0;
+  int64_t libtorch = 0;
+};
+BatchedGemmCalls BatchedGemmCallCounts();
+
 }  // namespace rdattn::model

@@ -75,6 +75,16 @@ def main():
             for k in ("aten_bmm_tokens_per_second", "direct_over_aten_bmm_tokens_per_second",
                       "direct_over_aten_bmm_round_median"):
                 positive("per_preset.%s.attention_aten_bmm.%s" % (p, arm), bj, k, problems)
+            # Each timing ran on the path it is named for: every attention product of the main
+            # timing went straight to BLAS, every one of this timing through LibTorch's bmm.
+            main = pj.get("arms", {}).get(arm, {}).get("attention_gemm_calls_per_step", {})
+            aten = bj.get("attention_gemm_calls_per_step", {})
+            if not (main.get("direct", 0) > 0 and main.get("libtorch") == 0):
+                problems.append("per_preset.%s.arms.%s.attention_gemm_calls_per_step = %r: not all "
+                                "direct" % (p, arm, main))
+            if not (aten.get("libtorch", 0) > 0 and aten.get("direct") == 0):
+                problems.append("per_preset.%s.attention_aten_bmm.%s.attention_gemm_calls_per_step "
+                                "= %r: not all LibTorch" % (p, arm, aten))
         for k in KEYS:
             if k in out and k in pj and p == out.get("primary_preset") and out[k] != pj[k]:
                 problems.append("top-level %s differs from per_preset.%s" % (k, p))

@@ -97,8 +97,17 @@ struct ArmResult {
   rdattn::model::FlopCounts flops;
   bench::MeasuredFlops measured;
   std::vector<double> round_seconds;  // each round's timed steps
+  rdattn::model::BatchedGemmCalls attention_gemm_calls;  // over the timed steps, per path
   double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0; }
 };
+
+// The attention's BatchedGemm calls per timed step, by the path they took: which path a
+// timing measured, so that a comparison of the two paths cannot silently compare one with itself.
+nlohmann::json GemmCallsPerStep(const ArmResult& r) {
+  const double steps = static_cast<double>(std::max<int64_t>(1, r.steps));
+  return {{"direct", static_cast<double>(r.attention_gemm_calls.direct) / steps},
+          {"libtorch", static_cast<double>(r.attention_gemm_calls.libtorch) / steps}};
+}
 
 struct Options {
   std::vector<std::string> presets = {"cpu-small", "cpu-bench"};
@@ -407,6 +416,7 @@ int Run(int argc, char** argv) {
         auto& opt = *opts.at(arm);
         // The round's steps of this arm, timed into `r`.
         auto timed = [&](ArmResult& r) {
+          const rdattn::model::BatchedGemmCalls calls0 = rdattn::model::BatchedGemmCallCounts();
           const auto t0 = std::chrono::steady_clock::now();
           for (int64_t s = 0; s < o.steps; ++s) bench::FullStep(m, opt, batch, dev);
           bench::Sync(dev);
@@ -414,6 +424,9 @@ int Run(int argc, char** argv) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           r.seconds += dt;
           r.round_seconds.push_back(dt);
+          const rdattn::model::BatchedGemmCalls calls1 = rdattn::model::BatchedGemmCallCounts();
+          r.attention_gemm_calls.direct += calls1.direct - calls0.direct;
+          r.attention_gemm_calls.libtorch += calls1.libtorch - calls0.libtorch;
           r.tokens += o.steps * o.batch * T;
           r.steps += o.steps;
         };
@@ -499,6 +512,7 @@ int Run(int argc, char** argv) {
         a["measured_matmul_over_analytic_flops"] = measured_mm / analytic_mm;
       }
       if (o.peak_flops > 0) a["mfu"] = achieved / o.peak_flops;
+      a["attention_gemm_calls_per_step"] = GemmCallsPerStep(r);
       arms_json[Name(arm)] = a;
     }
     nlohmann::json pj = {{"config",
@@ -573,7 +587,8 @@ int Run(int argc, char** argv) {
         const double median = MedianRoundRatio(res[arm], q);
         speedup[Name(arm)] = {{"aten_bmm_tokens_per_second", q.tokens_per_second()},
                               {"direct_over_aten_bmm_tokens_per_second", ratio},
-                              {"direct_over_aten_bmm_round_median", median}};
+                              {"direct_over_aten_bmm_round_median", median},
+                              {"attention_gemm_calls_per_step", GemmCallsPerStep(q)}};
         std::printf(" %s %.3f (%.3f)", Name(arm).c_str(), ratio, median);
       }
       std::printf("\n");

@@ -137,10 +137,18 @@ TEST(AttentionTest, DirectBlasProductsGiveTheBitsOfLibTorchsBmm) {
     std::vector<std::vector<at::Tensor>> runs;
     for (bool direct : {true, false}) {
       SetBatchedGemmDirect(direct);
+      const BatchedGemmCalls before = BatchedGemmCallCounts();
       const at::Tensor y = CausalAttention(q, k, x.transpose(1, 2), 0.125);
       std::vector<at::Tensor> r = Grads(y, w, {q, k, x});
       r.push_back(y.detach());
       runs.push_back(r);
+      // Each run took the path it names in every product: the views the attention passes
+      // (narrowed rows, transposed K and V) are ones BLAS can take.
+      const BatchedGemmCalls after = BatchedGemmCallCounts();
+      const int64_t direct_calls = after.direct - before.direct;
+      const int64_t libtorch_calls = after.libtorch - before.libtorch;
+      EXPECT_GT(direct ? direct_calls : libtorch_calls, 0) << "T=" << T << " direct=" << direct;
+      EXPECT_EQ(direct ? libtorch_calls : direct_calls, 0) << "T=" << T << " direct=" << direct;
     }
     SetBatchedGemmDirect(true);
     for (size_t i = 0; i < runs[0].size(); ++i)

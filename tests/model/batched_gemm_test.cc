@@ -52,6 +52,17 @@ std::vector<Case> Cases() {
 // only in the second case (the attention's products are all far above it).
 bool Blas(const Case& c) { return c.m * c.k * c.n >= 400; }
 
+// How many BatchedGemm calls took each path while f ran: every comparison below says which path
+// it compared (both paths give the same bits, so a layout check that sent everything to
+// LibTorch would otherwise pass unnoticed, as it once did).
+template <typename F>
+BatchedGemmCalls CallsDuring(F&& f) {
+  const BatchedGemmCalls before = BatchedGemmCallCounts();
+  f();
+  const BatchedGemmCalls after = BatchedGemmCallCounts();
+  return {after.direct - before.direct, after.libtorch - before.libtorch};
+}
+
 TEST(BatchedGemmTest, TheDirectPathIsAvailableWithLibTorchsBlas) {
   // Debian's LibTorch does its CPU products in the system BLAS, which exports sgemm_/dgemm_:
   // without them every test below would compare the fallback with itself.
@@ -65,11 +76,13 @@ TEST(BatchedGemmTest, Float32WritesTheBitsOfBmmOut) {
     // c narrowed from a wider buffer: its rows have a leading dimension larger than n.
     at::Tensor wide = at::full({3, c.m + 2, c.n + 4}, 7.0f);
     at::Tensor out = wide.narrow(1, 1, c.m).narrow(2, 2, c.n);
-    BatchedGemm(a, b, out, /*accumulate=*/false);
+    const BatchedGemmCalls calls = CallsDuring([&] { BatchedGemm(a, b, out, false); });
     const at::Tensor want = at::bmm(a, b);
     const std::string what = "ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
                              " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
                              " n=" + std::to_string(c.n);
+    EXPECT_EQ(calls.direct, 1) << what;
+    EXPECT_EQ(calls.libtorch, 0) << what;
     if (Blas(c)) {
       EXPECT_TRUE(at::equal(out, want)) << what << " max rel " << MaxRelDiff(out, want);
     } else {
@@ -88,7 +101,9 @@ TEST(BatchedGemmTest, Float32AccumulatesTheBitsOfBaddbmm) {
     const auto [a, b] = Operands(c, at::kFloat, gen);
     const at::Tensor base = at::randn({3, c.m, c.n}, gen, at::TensorOptions().dtype(at::kFloat));
     at::Tensor out = base.clone();
-    BatchedGemm(a, b, out, /*accumulate=*/true);
+    const BatchedGemmCalls calls = CallsDuring([&] { BatchedGemm(a, b, out, true); });
+    EXPECT_EQ(calls.direct, 1) << "ta=" << c.ta << " tb=" << c.tb << " m=" << c.m;
+    EXPECT_EQ(calls.libtorch, 0) << "ta=" << c.ta << " tb=" << c.tb << " m=" << c.m;
     at::Tensor want = base.clone();
     want.baddbmm_(a, b);
     if (Blas(c)) {
@@ -108,12 +123,12 @@ TEST(BatchedGemmTest, AlphaScalesEachProduct) {
     if (!Blas(c)) continue;
     const auto [a, b] = Operands(c, at::kFloat, gen);
     at::Tensor out = at::empty({3, c.m, c.n});
-    BatchedGemm(a, b, out, false, 0.125);
+    EXPECT_EQ(CallsDuring([&] { BatchedGemm(a, b, out, false, 0.125); }).direct, 1);
     EXPECT_TRUE(at::equal(out, at::bmm(a, b) * 0.125)) << "ta=" << c.ta << " tb=" << c.tb;
     EXPECT_TRUE(at::equal(out, at::bmm(a * 0.125, b))) << "ta=" << c.ta << " tb=" << c.tb;
     const at::Tensor base = at::randn({3, c.m, c.n}, gen, at::TensorOptions().dtype(at::kFloat));
     at::Tensor acc = base.clone();
-    BatchedGemm(a, b, acc, true, 0.3);
+    EXPECT_EQ(CallsDuring([&] { BatchedGemm(a, b, acc, true, 0.3); }).direct, 1);
     at::Tensor want = base.clone();
     want.baddbmm_(a, b, 1, 0.3);
     EXPECT_TRUE(at::equal(acc, want)) << "ta=" << c.ta << " tb=" << c.tb;
@@ -123,7 +138,7 @@ TEST(BatchedGemmTest, AlphaScalesEachProduct) {
   const at::Tensor ah = at::randn({2, 4, 6}, gen).to(at::kBFloat16);
   const at::Tensor bh = at::randn({2, 6, 3}, gen).to(at::kBFloat16);
   at::Tensor oh = at::empty({2, 4, 3}, bf16);
-  BatchedGemm(ah, bh, oh, false, 0.25);
+  EXPECT_EQ(CallsDuring([&] { BatchedGemm(ah, bh, oh, false, 0.25); }).libtorch, 1);
   EXPECT_TRUE(at::equal(oh, at::bmm(ah, bh) * 0.25));
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   at::Tensor oi = at::empty({2, 4, 3}, i64);
@@ -138,11 +153,11 @@ TEST(BatchedGemmTest, Float64MatchesAnElementwiseComposition) {
     const auto [a, b] = Operands(c, at::kDouble, gen);
     const at::Tensor plain = (a.unsqueeze(3) * b.unsqueeze(1)).sum(2);
     at::Tensor out = at::empty({3, c.m, c.n}, at::TensorOptions().dtype(at::kDouble));
-    BatchedGemm(a, b, out, false);
+    EXPECT_EQ(CallsDuring([&] { BatchedGemm(a, b, out, false); }).direct, 1);
     EXPECT_LE(MaxRelDiff(out, plain), 1e-13) << "write, ta=" << c.ta << " tb=" << c.tb;
     const at::Tensor base = at::randn({3, c.m, c.n}, gen, at::TensorOptions().dtype(at::kDouble));
     at::Tensor acc = base.clone();
-    BatchedGemm(a, b, acc, true);
+    EXPECT_EQ(CallsDuring([&] { BatchedGemm(a, b, acc, true); }).direct, 1);
     EXPECT_LE(MaxRelDiff(acc, base + plain), 1e-13) << "accumulate, ta=" << c.ta << " tb=" << c.tb;
   }
 }
@@ -172,17 +187,55 @@ TEST(BatchedGemmTest, LayoutsBlasCannotTakeGoThroughLibTorch) {
   const at::Tensor a = at::randn({2, 4, 12}, gen, opt).slice(2, 0, 12, 2);  // [2,4,6]
   const at::Tensor b = at::randn({2, 6, 3}, gen, opt);
   at::Tensor out = at::empty({2, 4, 3}, opt);
-  BatchedGemm(a, b, out, false);
+  EXPECT_EQ(CallsDuring([&] { BatchedGemm(a, b, out, false); }).libtorch, 1);
   EXPECT_TRUE(at::equal(out, at::bmm(a, b)));
   // A column-major output, and a dtype BLAS has no gemm for here (int64): also LibTorch's.
   at::Tensor out_t = at::empty({2, 3, 4}, opt).transpose(1, 2);
-  BatchedGemm(a.contiguous(), b, out_t, false);
+  EXPECT_EQ(CallsDuring([&] { BatchedGemm(a.contiguous(), b, out_t, false); }).libtorch, 1);
   EXPECT_TRUE(at::equal(out_t, at::bmm(a.contiguous(), b)));
+  // An output whose items overlap (a zero batch stride): LibTorch's too.
+  at::Tensor out_e = at::empty({1, 4, 3}, opt).expand({2, 4, 3});
+  const BatchedGemmCalls expanded = CallsDuring([&] {
+    try {
+      BatchedGemm(a.contiguous(), b, out_e, false);
+    } catch (const c10::Error&) {  // bmm_out's own refusal is the expected outcome too
+    }
+  });
+  EXPECT_EQ(expanded.direct, 0);
+  EXPECT_EQ(expanded.libtorch, 1);
   const at::Tensor ai = at::randint(-3, 3, {2, 4, 6}, gen, at::TensorOptions().dtype(at::kLong));
   const at::Tensor bi = at::randint(-3, 3, {2, 6, 3}, gen, at::TensorOptions().dtype(at::kLong));
   at::Tensor oi = at::empty({2, 4, 3}, at::TensorOptions().dtype(at::kLong));
-  BatchedGemm(ai, bi, oi, false);
+  EXPECT_EQ(CallsDuring([&] { BatchedGemm(ai, bi, oi, false); }).libtorch, 1);
   EXPECT_TRUE(at::equal(oi, at::bmm(ai, bi)));
+}
+
+TEST(BatchedGemmTest, DisjointViewsOfOneStorageTakeTheDirectPath) {
+  // The attention's operands and outputs are narrowed and transposed views, some of one
+  // buffer: BLAS can take them as long as their memory does not meet, and must not otherwise.
+  at::Generator gen = at::detail::createCPUGenerator(29);
+  const at::Tensor buf = at::randn({3, 40, 16}, gen);
+  const at::Tensor a = buf.narrow(1, 0, 8);                     // rows 0–7
+  const at::Tensor b = buf.narrow(1, 8, 16).transpose(1, 2);    // rows 8–23, as [16 cols, 16]
+  const at::Tensor want = at::bmm(a, b.narrow(1, 0, 16));
+  at::Tensor c = buf.clone().narrow(1, 24, 8);  // a copy: rows 24–31 of another storage
+  EXPECT_EQ(CallsDuring([&] { BatchedGemm(a, b, c, false); }).direct, 1);
+  EXPECT_TRUE(at::equal(c, want));
+  // The same rows 24–31 of the inputs' own storage: disjoint from rows 0–23 within each
+  // item, but item 0's output range lies inside item 1's input range: LibTorch's.
+  at::Tensor shared = buf.clone();
+  const at::Tensor sa = shared.narrow(1, 0, 8), sb = shared.narrow(1, 8, 16).transpose(1, 2);
+  at::Tensor sc = shared.narrow(1, 24, 8);
+  const at::Tensor swant = at::bmm(sa, sb);
+  EXPECT_EQ(CallsDuring([&] { BatchedGemm(sa, sb, sc, false); }).libtorch, 1);
+  EXPECT_TRUE(at::equal(sc, swant));
+  // Separate items of one buffer (inputs in the first half, output in the second): direct.
+  at::Tensor halves = at::randn({6, 8, 8}, gen);
+  const at::Tensor ha = halves.narrow(0, 0, 3), hb = halves.narrow(0, 0, 3).transpose(1, 2);
+  const at::Tensor hwant = at::bmm(ha, hb);
+  at::Tensor hc = halves.narrow(0, 3, 3);
+  EXPECT_EQ(CallsDuring([&] { BatchedGemm(ha, hb, hc, false); }).direct, 1);
+  EXPECT_TRUE(at::equal(hc, hwant));
 }
 
 TEST(BatchedGemmTest, AnOutputThatOverlapsAnInputIsLibTorchsCase) {
@@ -196,7 +249,8 @@ TEST(BatchedGemmTest, AnOutputThatOverlapsAnInputIsLibTorchsCase) {
     at::Tensor c = a;  // the same memory
     try {
       if (ours) {
-        BatchedGemm(a, b, c, false);
+        const BatchedGemmCalls calls = CallsDuring([&] { BatchedGemm(a, b, c, false); });
+        EXPECT_EQ(calls.direct, 0);
       } else {
         at::bmm_out(c, a, b);
       }
