@@ -1,7 +1,8 @@
 // rdattn_model_bench: the benchmark suite (docs/benchmarks.md). In one run it
 //   - measures the GEMM peak: FLOP/s of at::mm on square fp32 matrices (bf16 on CUDA), in this
 //     process with the training's thread count, and of the model's largest matmul (LM head);
-//   - for each preset, alternates the arms round-robin (so machine noise hits each alike) over
+//   - for each preset, alternates the arms round-robin, the order rotated and reversed from round
+//     to round (so machine noise and the place in the round hit each alike), over
 //     full training steps (forward, backward, clipping, AdamW, as rdattn-train runs them)
 //     and reports tokens/s; peak memory per arm from a fresh child process; model FLOPs per
 //     token from model::CountFlops, cross-checked against the matmul FLOPs the dispatcher
@@ -410,8 +411,16 @@ int Run(int argc, char** argv) {
     for (int64_t w = 0; w < o.warmup; ++w)
       for (Arm arm : o.arms) bench::FullStep(models.at(arm), *opts.at(arm), batch, dev);
     bench::Sync(dev);
+    const size_t n_arms = o.arms.size();
     for (int64_t round = 0; round < o.rounds; ++round) {
-      for (Arm arm : o.arms) {
+      // Round 2j runs the arms from the j-th on, round 2j+1 the same order backwards: over
+      // 2·(number of arms) rounds every arm takes every place in the round equally often and
+      // follows each other arm as often as it precedes it, so neither the order nor a machine
+      // that speeds up or slows down within a round favours one arm (the fixed order read
+      // rd/block 0.976 and, reversed, 1.002 in two runs a minute apart).
+      for (size_t i = 0; i < n_arms; ++i) {
+        const size_t place = round % 2 == 0 ? i : n_arms - 1 - i;
+        const Arm arm = o.arms[(place + static_cast<size_t>(round / 2)) % n_arms];
         auto& m = models.at(arm);
         auto& opt = *opts.at(arm);
         // The round's steps of this arm, timed into `r`.
@@ -430,17 +439,23 @@ int Run(int argc, char** argv) {
           r.tokens += o.steps * o.batch * T;
           r.steps += o.steps;
         };
+        // The arm's own timing and its comparison timings (the op-by-op depth read, LibTorch's
+        // bmm) run back to back; on odd rounds the comparisons come first, for the same reason.
+        auto comparisons = [&] {
+          if (o.depth_read_ops && rdattn::model::HasDepthRead(arm)) {
+            rdattn::model::SetDepthReadCpuKernel(false);
+            timed(ops_res[arm]);
+            rdattn::model::SetDepthReadCpuKernel(true);
+          }
+          if (o.attention_aten) {
+            rdattn::model::SetBatchedGemmDirect(false);
+            timed(aten_res[arm]);
+            rdattn::model::SetBatchedGemmDirect(true);
+          }
+        };
+        if (round % 2 == 1) comparisons();
         timed(res[arm]);
-        if (o.depth_read_ops && rdattn::model::HasDepthRead(arm)) {
-          rdattn::model::SetDepthReadCpuKernel(false);
-          timed(ops_res[arm]);
-          rdattn::model::SetDepthReadCpuKernel(true);
-        }
-        if (o.attention_aten) {
-          rdattn::model::SetBatchedGemmDirect(false);
-          timed(aten_res[arm]);
-          rdattn::model::SetBatchedGemmDirect(true);
-        }
+        if (round % 2 == 0) comparisons();
       }
     }
     // After the timings, so that the probes' processes do not slow the timed steps.
