@@ -97,7 +97,7 @@ struct ArmResult {
   int64_t params = 0;
   rdattn::model::FlopCounts flops;
   bench::MeasuredFlops measured;
-  std::vector<double> round_seconds;  // each round's timed steps
+  std::vector<double> round_seconds;                     // each round's timed steps
   rdattn::model::BatchedGemmCalls attention_gemm_calls;  // over the timed steps, per path
   double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0; }
 };

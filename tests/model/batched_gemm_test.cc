@@ -215,8 +215,8 @@ TEST(BatchedGemmTest, DisjointViewsOfOneStorageTakeTheDirectPath) {
   // buffer: BLAS can take them as long as their memory does not meet, and must not otherwise.
   at::Generator gen = at::detail::createCPUGenerator(29);
   const at::Tensor buf = at::randn({3, 40, 16}, gen);
-  const at::Tensor a = buf.narrow(1, 0, 8);                     // rows 0–7
-  const at::Tensor b = buf.narrow(1, 8, 16).transpose(1, 2);    // rows 8–23, as [16 cols, 16]
+  const at::Tensor a = buf.narrow(1, 0, 8);                   // rows 0–7
+  const at::Tensor b = buf.narrow(1, 8, 16).transpose(1, 2);  // rows 8–23, as [16 cols, 16]
   const at::Tensor want = at::bmm(a, b.narrow(1, 0, 16));
   at::Tensor c = buf.clone().narrow(1, 24, 8);  // a copy: rows 24–31 of another storage
   EXPECT_EQ(CallsDuring([&] { BatchedGemm(a, b, c, false); }).direct, 1);
