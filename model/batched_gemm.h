@@ -21,8 +21,9 @@ namespace rdattn::model {
 // at::mm's, they may change with the thread count, as BLAS's kernels do.
 //
 // The direct path takes float32 and float64 CPU tensors with BLAS's gemm found in the process;
-// anything else (CUDA, other dtypes, layouts BLAS cannot take, a BLAS without the Fortran
-// symbols) goes through at::bmm_out / baddbmm_, with the same result up to rounding.
+// anything else (CUDA, other dtypes, layouts BLAS cannot take, an output whose byte range meets
+// an input's or whose elements overlap, a BLAS without the Fortran symbols) goes through
+// at::bmm_out / baddbmm_, with the same result up to rounding.
 void BatchedGemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumulate,
                  double alpha = 1.0);
 
