@@ -37,9 +37,9 @@ using trainer::AutocastGuard;
 // matrices, none on gains and pseudo-queries, betas (0.9, 0.95), eps 1e-8.
 std::unique_ptr<torch::optim::AdamW> MakeAdamW(model::Gpt& m, double lr = 1e-3);
 
-// One full training step on `batch` ([B, T+1] int64 on the model's device): zero_grad, forward
-// (under autocast when dev.bf16), loss, backward, clip_grad_norm_(1.0), AdamW step. Returns the
-// loss tensor (not synchronised).
+// One full training step on `batch` ([B, T+1] int64 on the model's device): the gradients cleared
+// (trainer::ClearGradients), forward (under autocast when dev.bf16), loss, backward,
+// clip_grad_norm_(1.0), AdamW step. Returns the loss tensor (not synchronised).
 at::Tensor FullStep(model::Gpt& m, torch::optim::AdamW& opt, const at::Tensor& batch,
                     const DeviceSpec& dev);
 

@@ -97,11 +97,7 @@ int MpiStepMain(const MpiOptions& o) {
       const auto t0 = Clock::now();
       const at::Tensor batch = MakeBatch(index, sampler.RankSlice(step, rank, world));
       const auto t1 = Clock::now();
-      if (buckets.Attached()) {
-        buckets.Zero();
-      } else {
-        opt->zero_grad();
-      }
+      trainer::ZeroGradients(*opt, buckets);  // as rdattn-train
       ForwardBackward(m, batch, cpu);
       const auto t2 = Clock::now();
       if (Status s = buckets.AllReduceMean(comm); !s.ok()) return Fail(rank, s.ToString());

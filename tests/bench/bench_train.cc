@@ -147,7 +147,7 @@ at::Tensor ForwardBackward(model::Gpt& m, const at::Tensor& batch, const DeviceS
 
 at::Tensor FullStep(model::Gpt& m, torch::optim::AdamW& opt, const at::Tensor& batch,
                     const DeviceSpec& dev) {
-  opt.zero_grad();
+  trainer::ClearGradients(opt);  // as rdattn-train does at one rank (trainer::ZeroGradients)
   at::Tensor loss = ForwardBackward(m, batch, dev);
   trainer::ClipGradients(m->parameters(), 1.0);  // as rdattn-train clips and steps
   trainer::FusedAdamWStep(opt);

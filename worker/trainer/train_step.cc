@@ -120,8 +120,13 @@ void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& bu
   if (buckets.Attached()) {
     buckets.Zero();
   } else {
-    optimizer.zero_grad();
+    ClearGradients(optimizer);
   }
+}
+
+void ClearGradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
 }
 
 at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip) {

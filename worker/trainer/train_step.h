@@ -70,9 +70,15 @@ Accumulated ForwardBackward(model::Gpt& model, MicroBatches& batches, const Sche
 Status AllReduceGradients(std::vector<at::Tensor>& params, comm::GradientBuckets& buckets,
                           comm::Communicator& comm, double* seconds);
 
-// Before the backward: every gradient to zero (one fill per bucket once they are attached, else
-// optimizer.zero_grad()).
+// Before the backward: every gradient to zero. Once the buckets are attached (world size > 1):
+// one fill per bucket, the gradients being views of them. Before that, and always at world size
+// 1: ClearGradients, so that the backward's first gradient of each parameter becomes its .grad
+// as it is (autograd takes the buffer when nothing else holds it) instead of being added into a
+// zero-filled one: no fill, no add pass. The sums are the same numbers (0 + g = g).
 void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& buckets);
+
+// Drops every parameter's gradient (PyTorch 2's zero_grad(set_to_none=True)).
+void ClearGradients(torch::optim::Optimizer& optimizer);
 
 // Clips the gradients to global L2 norm `clip` when it is > 0 and returns the norm before
 // clipping as a device scalar without reading it (clip_grad_norm_'s return value waits for the
