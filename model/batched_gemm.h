@@ -43,6 +43,15 @@ void SetBatchedGemmDirect(bool on);
 struct BatchedGemmCalls {
   int64_t direct = 0;
   int64_t libtorch = 0;
+  // The calls between two readings (later − earlier), and their sum over several spans.
+  BatchedGemmCalls operator-(const BatchedGemmCalls& earlier) const {
+    return {direct - earlier.direct, libtorch - earlier.libtorch};
+  }
+  BatchedGemmCalls& operator+=(const BatchedGemmCalls& span) {
+    direct += span.direct;
+    libtorch += span.libtorch;
+    return *this;
+  }
 };
 BatchedGemmCalls BatchedGemmCallCounts();
 

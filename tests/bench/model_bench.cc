@@ -433,9 +433,7 @@ int Run(int argc, char** argv) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           r.seconds += dt;
           r.round_seconds.push_back(dt);
-          const rdattn::model::BatchedGemmCalls calls1 = rdattn::model::BatchedGemmCallCounts();
-          r.attention_gemm_calls.direct += calls1.direct - calls0.direct;
-          r.attention_gemm_calls.libtorch += calls1.libtorch - calls0.libtorch;
+          r.attention_gemm_calls += rdattn::model::BatchedGemmCallCounts() - calls0;
           r.tokens += o.steps * o.batch * T;
           r.steps += o.steps;
         };

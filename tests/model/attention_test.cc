@@ -144,11 +144,9 @@ TEST(AttentionTest, DirectBlasProductsGiveTheBitsOfLibTorchsBmm) {
       runs.push_back(r);
       // Each run took the path it names in every product: the views the attention passes
       // (narrowed rows, transposed K and V) are ones BLAS can take.
-      const BatchedGemmCalls after = BatchedGemmCallCounts();
-      const int64_t direct_calls = after.direct - before.direct;
-      const int64_t libtorch_calls = after.libtorch - before.libtorch;
-      EXPECT_GT(direct ? direct_calls : libtorch_calls, 0) << "T=" << T << " direct=" << direct;
-      EXPECT_EQ(direct ? libtorch_calls : direct_calls, 0) << "T=" << T << " direct=" << direct;
+      const BatchedGemmCalls calls = BatchedGemmCallCounts() - before;
+      EXPECT_GT(direct ? calls.direct : calls.libtorch, 0) << "T=" << T << " direct=" << direct;
+      EXPECT_EQ(direct ? calls.libtorch : calls.direct, 0) << "T=" << T << " direct=" << direct;
     }
     SetBatchedGemmDirect(true);
     for (size_t i = 0; i < runs[0].size(); ++i)

@@ -59,8 +59,7 @@ template <typename F>
 BatchedGemmCalls CallsDuring(F&& f) {
   const BatchedGemmCalls before = BatchedGemmCallCounts();
   f();
-  const BatchedGemmCalls after = BatchedGemmCallCounts();
-  return {after.direct - before.direct, after.libtorch - before.libtorch};
+  return BatchedGemmCallCounts() - before;
 }
 
 TEST(BatchedGemmTest, TheDirectPathIsAvailableWithLibTorchsBlas) {
