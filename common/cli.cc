@@ -3,14 +3,57 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
 
 namespace rdattn::cli {
+
+namespace {
+
+// One help format on every CLI11: an option's default as "TYPE=VALUE", as CLI11 2.1 (Debian 12)
+// prints it; CLI11 2.4 (Debian 13) prints "TYPE [VALUE] " instead. The rest is CLI11's own
+// Formatter::make_option_opts, which is the same in both.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    std::stringstream out;
+    if (!opt->get_option_text().empty()) {
+      out << " " << opt->get_option_text();
+      return out.str();
+    }
+    if (opt->get_type_size() != 0) {
+      if (!opt->get_type_name().empty()) out << " " << get_label(opt->get_type_name());
+      if (!opt->get_default_str().empty()) out << "=" << opt->get_default_str();
+      if (opt->get_expected_max() == CLI::detail::expected_max_vector_size) {
+        out << " ...";
+      } else if (opt->get_expected_min() > 1) {
+        out << " x " << opt->get_expected();
+      }
+      if (opt->get_required()) out << " " << get_label("REQUIRED");
+    }
+    if (!opt->get_envname().empty())
+      out << " (" << get_label("Env") << ":" << opt->get_envname() << ")";
+    if (!opt->get_needs().empty()) {
+      out << " " << get_label("Needs") << ":";
+      for (const CLI::Option* o : opt->get_needs()) out << " " << o->get_name();
+    }
+    if (!opt->get_excludes().empty()) {
+      out << " " << get_label("Excludes") << ":";
+      for (const CLI::Option* o : opt->get_excludes()) out << " " << o->get_name();
+    }
+    return out.str();
+  }
+};
+
+}  // namespace
 
 void Setup(CLI::App& app) {
   // A flag given twice takes its last value, as with absl flags (tests and scripts append
   // overrides to a base command line).
   app.option_defaults()->always_capture_default()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);
+  app.formatter(std::make_shared<HelpFormatter>());
   app.get_formatter()->column_width(36);
 }
 

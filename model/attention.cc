@@ -2,17 +2,18 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "model/batched_gemm.h"
+#include "model/torch_compat.h"
 
 namespace rdattn::model {
 namespace {
@@ -108,21 +109,6 @@ at::Tensor RotateHalf(const at::Tensor& x) {
 }
 
 // ---- causal attention ---------------------------------------------------------------------------
-
-// The autocast dtype when autocast is on for `device` (CPU or CUDA), else none.
-std::optional<at::ScalarType> AutocastDtype(c10::DeviceType device) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) return std::nullopt;
-  if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
-  return at::autocast::get_autocast_dtype(device);
-#else
-  if (device == c10::DeviceType::CPU && at::autocast::is_cpu_enabled())
-    return at::autocast::get_autocast_cpu_dtype();
-  if (device == c10::DeviceType::CUDA && at::autocast::is_enabled())
-    return at::autocast::get_autocast_gpu_dtype();
-  return std::nullopt;
-#endif
-}
 
 // Query rows per block. A block's GEMMs cover its keys [0, r1): 64 rows leave 5/8 of the full
 // [T,T] product at T = 256 while each GEMM keeps a useful size ([64, r1] × [r1, 64]).
@@ -226,22 +212,55 @@ at::Tensor CausalAttentionReference(const at::Tensor& q, const at::Tensor& k, co
       at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1), v);
 }
 
+namespace {
+std::atomic<AttentionKernel> g_attention_kernel{AttentionKernel::kAuto};
+}  // namespace
+
+void SetAttentionKernel(AttentionKernel kernel) {
+  if (kernel == AttentionKernel::kSdpa)
+    TORCH_CHECK(torch_compat::HasSdpa(), "attention kernel sdpa: this LibTorch (",
+                torch_compat::TorchVersion(),
+                ") has no scaled_dot_product_attention with a scale "
+                "(2.1 or newer has it)");
+  g_attention_kernel.store(kernel);
+}
+
+AttentionKernel GetAttentionKernel() { return g_attention_kernel.load(); }
+
+bool UsesSdpa(c10::DeviceType device) {
+  switch (g_attention_kernel.load()) {
+    case AttentionKernel::kSdpa:
+      return true;
+    case AttentionKernel::kRdattn:
+      return false;
+    case AttentionKernel::kAuto:
+      break;
+  }
+  return device == c10::DeviceType::CUDA && torch_compat::HasSdpa();
+}
+
+std::string_view AttentionKernelName(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kRdattn:
+      return "rdattn";
+    case AttentionKernel::kSdpa:
+      return "sdpa";
+    case AttentionKernel::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
-#if TORCH_VERSION_MAJOR >= 2
-  if (q.is_cuda()) {
-    // Fused causal attention (flash / memory-efficient) on CUDA with LibTorch 2.x; its scale
-    // is the default 1/√d.
-    TORCH_CHECK(scale == 1.0 / std::sqrt(static_cast<double>(q.size(3))),
-                "CausalAttention: CUDA path supports scale 1/sqrt(d) only");
-    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-  }
-#endif
+  // LibTorch's fused causal attention (flash / memory-efficient on CUDA, its flash CPU kernel on
+  // the CPU), when selected (SetAttentionKernel) or by default on CUDA with LibTorch >= 2.1.
+  if (UsesSdpa(q.device().type())) return torch_compat::CausalSdpa(q, k, v, scale);
   // Under autocast, ATen's bmm would run the products in the autocast dtype (bf16), whatever
   // dtype RoPE's tables gave q and k; BatchedGemm is not an autocast op, so the inputs take
   // that dtype here (as autocast casts them: float32 and reduced floats, never float64).
-  const std::optional<at::ScalarType> cast = AutocastDtype(q.device().type());
+  const std::optional<at::ScalarType> cast = torch_compat::AutocastDtype(q.device().type());
   auto flat = [&](const at::Tensor& t) {
     const at::Tensor r = t.reshape({B * H, T, t.size(3)});
     const bool eligible = r.is_floating_point() && r.scalar_type() != at::kDouble;

@@ -19,6 +19,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string_view>
 
 namespace rdattn::model {
 
@@ -30,9 +31,22 @@ at::Tensor RopeHeads(const at::Tensor& x, int64_t heads, const at::Tensor& cos,
 at::Tensor RopeHeadsReference(const at::Tensor& x, int64_t heads, const at::Tensor& cos,
                               const at::Tensor& sin);
 
+// Which kernel CausalAttention runs (process-wide, like SetBatchedGemmDirect):
+//   kAuto   (default) LibTorch's scaled_dot_product_attention on CUDA when this LibTorch has it
+//           (2.1+), rdattn's own kernel (CausalAttentionFunction below) everywhere else;
+//   kRdattn rdattn's own kernel on every device;
+//   kSdpa   scaled_dot_product_attention on every device (2.1+; on the CPU its flash kernel).
+// SetAttentionKernel(kSdpa) throws c10::Error when the LibTorch has no SDPA. rdattn-train's
+// --attention selects it (docs/trainer.md).
+enum class AttentionKernel { kAuto, kRdattn, kSdpa };
+void SetAttentionKernel(AttentionKernel kernel);
+AttentionKernel GetAttentionKernel();
+std::string_view AttentionKernelName(AttentionKernel kernel);  // "auto", "rdattn", "sdpa"
+// Whether CausalAttention on `device` runs SDPA under the current selection.
+bool UsesSdpa(c10::DeviceType device);
+
 // q, k, v: [B,H,T,d] (any strides). Causal softmax attention with logit scale `scale`: returns
-// [B,H,T,d]. On CUDA with LibTorch ≥ 2 this is scaled_dot_product_attention (which requires
-// scale = 1/√d, its default).
+// [B,H,T,d], through the kernel selected above.
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale);
 at::Tensor CausalAttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -1,6 +1,7 @@
 #include "model/gpt.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
 
 #include <cmath>
 #include <cstring>
@@ -26,12 +27,12 @@ uint64_t SplitMix64(uint64_t x) {
 void DrawNormal(at::Tensor& param, double std, at::Generator& gen) {
   at::Tensor draw = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
   draw.normal_(0.0, std, gen);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   param.copy_(draw);
 }
 
 void Fill(at::Tensor& param, double value) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   param.fill_(value);
 }
 

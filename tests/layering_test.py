@@ -8,6 +8,9 @@
 Rules (by the file's top-level folder):
   model/                  no gRPC, protobuf, MPI, NCCL or Prometheus headers
   coordinator/, client/   no torch (torch/, ATen/, c10/), CUDA, NCCL or MPI headers
+and one for the whole tree (tests included):
+  the LibTorch version seam  only model/torch_compat.cc tests TORCH_VERSION_* in a preprocessor
+                             conditional or includes <torch/version.h> (docs/build.md)
 
 Both direct includes and includes reached through the repository's own headers count: a
 coordinator file that includes "worker/x.h", which includes <torch/torch.h>, is reported at its
@@ -80,6 +83,32 @@ def includes(path):
         m = INCLUDE_RE.match(text)
         if m:
             out.append((no, m.group(2).strip(), m.group(1) == '"'))
+    return out
+
+
+VERSION_SEAM = "model/torch_compat.cc"
+VERSION_COND_RE = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\bTORCH_VERSION")
+
+
+def check_version_seam(root):
+    """[violation strings]: LibTorch version tests outside VERSION_SEAM, in every source file."""
+    root = os.path.abspath(root)
+    out = []
+    for path in source_files(root):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        if rel == VERSION_SEAM:
+            continue
+        for no, header, _ in includes(path):
+            if header == "torch/version.h":
+                out.append(f"{rel}:{no}: #include <torch/version.h>  (LibTorch version tests belong in {VERSION_SEAM})")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for no, text in enumerate(lines, 1):
+            if VERSION_COND_RE.match(text):
+                out.append(f"{rel}:{no}: {text.strip()}  (LibTorch version tests belong in {VERSION_SEAM})")
     return out
 
 
@@ -156,6 +185,7 @@ def main_scan(root):
         print(f"layering_test: {root!r} is not the repository root (no CMakeLists.txt)", file=sys.stderr)
         return 2
     scanned, violations = check(root)
+    violations += check_version_seam(root)
     if violations:
         print(f"layering_test: {len(violations)} layering violation(s) in {scanned} files "
               f"under {', '.join(d + '/' for d in RULES)}:")
@@ -214,6 +244,16 @@ CLEAN = {
     "worker/uses_mpi.h": "#pragma once\n#include <mpi.h>\n",
     "tests/model_test.cc": "#include <torch/torch.h>\n#include <mpi.h>\n#include <grpcpp/grpcpp.h>\n",
     "build/model/ignored.cc": "#include <grpcpp/grpcpp.h>\n",
+    # The one file allowed to test the LibTorch version (and a comment elsewhere naming it).
+    "model/torch_compat.cc": "#include <torch/version.h>\n#if TORCH_VERSION_MAJOR >= 2\nint v2;\n#endif\n",
+    "worker/notes.cc": "// TORCH_VERSION_MAJOR is tested in model/torch_compat.cc only\nint n;\n",
+}
+
+# Version tests outside the seam: each must be reported.
+VERSION_VIOLATING = {
+    "worker/v_version_if.cc": "#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)\n#endif\n",
+    "tests/v_version_elif.cc": "#if 0\n#elif TORCH_VERSION_MINOR\n#endif\n",
+    "model/v_version_include.h": "#include <torch/version.h>\n",
 }
 
 
@@ -234,8 +274,10 @@ def self_test():
         scanned, violations = check(clean)
         if violations:
             failures.append("clean tree reported violations: " + "; ".join(violations))
-        if scanned != 7:
-            failures.append(f"clean tree: expected 7 files under model/ coordinator/ client/, scanned {scanned}")
+        if scanned != 8:
+            failures.append(f"clean tree: expected 8 files under model/ coordinator/ client/, scanned {scanned}")
+        if check_version_seam(clean):
+            failures.append("clean tree reported version-seam violations: " + "; ".join(check_version_seam(clean)))
         run = subprocess.run([sys.executable, me, clean], capture_output=True, text=True)
         if run.returncode != 0:
             failures.append(f"clean tree: exit {run.returncode}, expected 0: {run.stdout}{run.stderr}")
@@ -257,6 +299,18 @@ def self_test():
             if run.returncode != 1 or expect not in run.stdout:
                 failures.append(f"{rel}: expected exit 1 listing '{expect}', got exit {run.returncode}: {run.stdout}")
 
+        for rel, text in VERSION_VIOLATING.items():
+            tree = os.path.join(tmp, "vv_" + rel.replace("/", "_"))
+            files = dict(CLEAN)
+            files[rel] = text
+            _write_tree(tree, files)
+            found = check_version_seam(tree)
+            if len(found) != 1 or not found[0].startswith(rel + ":"):
+                failures.append(f"{rel}: expected exactly 1 version-seam violation in it, got {found}")
+            run = subprocess.run([sys.executable, me, tree], capture_output=True, text=True)
+            if run.returncode != 1 or rel not in run.stdout:
+                failures.append(f"{rel}: expected exit 1 naming it, got exit {run.returncode}: {run.stdout}")
+
         everything = os.path.join(tmp, "all")
         files = dict(CLEAN)
         files.update({rel: f"#include {inc}\n" for rel, inc in VIOLATING.items()})
@@ -274,7 +328,8 @@ def self_test():
         for f in failures:
             print("  " + f)
         return 1
-    print(f"layering_test --self-test: OK ({len(VIOLATING)} violating files each reported, "
+    print(f"layering_test --self-test: OK ({len(VIOLATING)} violating files and "
+          f"{len(VERSION_VIOLATING)} version-seam violations each reported, "
           f"clean tree passes, missing root rejected)")
     return 0
 

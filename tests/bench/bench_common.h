@@ -4,7 +4,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <torch/optim/adamw.h>
 
 #include <cstdint>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "model/gpt.h"
+#include "worker/trainer/optimizer.h"
 #include "worker/trainer/runtime.h"
 
 namespace rdattn::bench {
@@ -35,12 +35,12 @@ using trainer::AutocastGuard;
 
 // AdamW with the trainer's groups and defaults (RunConfig's OptimConfig): weight decay 0.1 on
 // matrices, none on gains and pseudo-queries, betas (0.9, 0.95), eps 1e-8.
-std::unique_ptr<torch::optim::AdamW> MakeAdamW(model::Gpt& m, double lr = 1e-3);
+std::unique_ptr<trainer::AdamW> MakeAdamW(model::Gpt& m, double lr = 1e-3);
 
 // One full training step on `batch` ([B, T+1] int64 on the model's device): the gradients cleared
 // (trainer::ClearGradients), forward (under autocast when dev.bf16), loss, backward,
 // clip_grad_norm_(1.0), AdamW step. Returns the loss tensor (not synchronised).
-at::Tensor FullStep(model::Gpt& m, torch::optim::AdamW& opt, const at::Tensor& batch,
+at::Tensor FullStep(model::Gpt& m, trainer::AdamW& opt, const at::Tensor& batch,
                     const DeviceSpec& dev);
 
 // Forward + backward only (what the MPI mode times as "compute"); gradients are left in place.

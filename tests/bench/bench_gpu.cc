@@ -11,13 +11,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
-#include <torch/version.h>
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 
+#include "model/torch_compat.h"
 #include "tests/bench/bench_common.h"
 
 namespace rdattn::bench {
@@ -30,23 +29,10 @@ using model::Gpt;
 class CpuAutocastGuard {
  public:
   explicit CpuAutocastGuard(bool on) : on_(on) {
-    if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-    at::autocast::set_autocast_enabled(at::kCPU, true);
-#else
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
-#endif
+    if (on_) torch_compat::SetAutocast(c10::DeviceType::CPU, true, at::kBFloat16);
   }
   ~CpuAutocastGuard() {
-    if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(at::kCPU, false);
-#else
-    at::autocast::set_cpu_enabled(false);
-#endif
-    at::autocast::clear_cache();
+    if (on_) torch_compat::SetAutocast(c10::DeviceType::CPU, false);
   }
   CpuAutocastGuard(const CpuAutocastGuard&) = delete;
   CpuAutocastGuard& operator=(const CpuAutocastGuard&) = delete;

@@ -5,7 +5,7 @@
 //   compute   zero_grad, forward, loss, backward;
 //   allreduce comm::GradientBuckets::AllReduceMean (25 MiB buckets, in place, as rdattn-train)
 //             over the MPI communicator;
-//   optimizer the trainer's ClipGradients(1.0) and FusedAdamWStep.
+//   optimizer the trainer's ClipGradients(1.0) and AdamW::Step.
 // Rank 0 prints one line "RDATTN_BENCH_MPI {json}" with the medians over the timed steps.
 #include <torch/types.h>
 
@@ -103,7 +103,7 @@ int MpiStepMain(const MpiOptions& o) {
       if (Status s = buckets.AllReduceMean(comm); !s.ok()) return Fail(rank, s.ToString());
       const auto t3 = Clock::now();
       trainer::ClipGradients(params, 1.0);  // as rdattn-train clips and steps
-      trainer::FusedAdamWStep(*opt);
+      opt->Step();
       const auto t4 = Clock::now();
       if (step < o.warmup) continue;
       data_s.push_back(Seconds(t0, t1));

@@ -12,7 +12,6 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/cuda.h>
-#include <torch/version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "model/torch_compat.h"
 #include "tests/bench/bench_common.h"
 #include "worker/trainer/optimizer.h"
 #include "worker/trainer/train_step.h"
@@ -112,7 +112,7 @@ std::string ResolveDevice(const std::string& name, const std::string& precision,
   }
   if (name == "cuda") {
     if (!torch::cuda::is_available())
-      return "--device cuda: this LibTorch (" + std::string(TORCH_VERSION) +
+      return "--device cuda: this LibTorch (" + rdattn::torch_compat::TorchVersion() +
              ") has no CUDA or sees no GPU (torch::cuda::is_available() is false)";
     out->device = at::Device(at::kCUDA, 0);
     out->bf16 = precision != "fp32";
@@ -125,12 +125,11 @@ void Sync(const DeviceSpec& dev) {
   if (dev.cuda()) torch::cuda::synchronize();
 }
 
-std::unique_ptr<torch::optim::AdamW> MakeAdamW(model::Gpt& m, double lr) {
+std::unique_ptr<trainer::AdamW> MakeAdamW(model::Gpt& m, double lr) {
   // The trainer's groups with the default OptimConfig; the trainer sets the LR each step, the
   // bench once.
-  auto opt = std::make_unique<torch::optim::AdamW>(trainer::AdamWGroups(m, OptimConfig{}));
-  for (auto& group : opt->param_groups())
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  auto opt = std::make_unique<trainer::AdamW>(trainer::MakeAdamW(m, OptimConfig{}));
+  opt->SetLearningRate(lr);
   return opt;
 }
 
@@ -145,12 +144,12 @@ at::Tensor ForwardBackward(model::Gpt& m, const at::Tensor& batch, const DeviceS
   return loss;
 }
 
-at::Tensor FullStep(model::Gpt& m, torch::optim::AdamW& opt, const at::Tensor& batch,
+at::Tensor FullStep(model::Gpt& m, trainer::AdamW& opt, const at::Tensor& batch,
                     const DeviceSpec& dev) {
   trainer::ClearGradients(opt);  // as rdattn-train does at one rank (trainer::ZeroGradients)
   at::Tensor loss = ForwardBackward(m, batch, dev);
   trainer::ClipGradients(m->parameters(), 1.0);  // as rdattn-train clips and steps
-  trainer::FusedAdamWStep(opt);
+  opt.Step();
   return loss;
 }
 

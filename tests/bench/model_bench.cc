@@ -392,7 +392,7 @@ int Run(int argc, char** argv) {
     const double head_gemm = bench::MeasureGemmShapeFlops(o.batch * T, base.width, base.vocab_size,
                                                           o.gemm_seconds / 2, dev);
     std::map<Arm, rdattn::model::Gpt> models;
-    std::map<Arm, std::unique_ptr<torch::optim::AdamW>> opts;
+    std::map<Arm, std::unique_ptr<rdattn::trainer::AdamW>> opts;
     std::map<Arm, ArmResult> res;
     std::map<Arm, ArmResult> ops_res;   // --depth-read-ops: the same arms, op-by-op depth read
     std::map<Arm, ArmResult> aten_res;  // --attention-aten: the same arms, LibTorch's bmm

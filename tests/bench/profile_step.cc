@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
 
   const bench::DeviceSpec cpu;
   std::vector<rdattn::model::Gpt> models;
-  std::vector<std::unique_ptr<torch::optim::AdamW>> opts;
+  std::vector<std::unique_ptr<rdattn::trainer::AdamW>> opts;
   for (Arm a : arms) {
     models.emplace_back(*rdattn::model::Preset(preset, a), 0);
     opts.push_back(bench::MakeAdamW(models.back()));

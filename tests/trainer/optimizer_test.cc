@@ -1,11 +1,11 @@
-// FusedAdamWStep (worker/trainer/optimizer.h) against LibTorch's torch::optim::AdamW: the same
-// trajectories (float64 to ~1e-14, float32 to a few ulps), the same state objects under the same
-// keys (a saved state loads into either and continues), parameters without a gradient skipped,
-// amsgrad refused, the fallback to optimizer.step(), and bits independent of the thread count.
+// AdamW (worker/trainer/optimizer.h) against LibTorch's torch::optim::AdamW: the same
+// trajectories (float64 to ~1e-14, float32 to a few ulps; bitwise on ATen's default kernels),
+// parameters without a gradient skipped, its own state saved and loaded bitwise, torch's saved
+// state (checkpoints of rdattn before it owned its state) loaded and continued, bad state refused,
+// the ATen fallback bitwise torch's, and bits independent of the thread count.
 #include "worker/trainer/optimizer.h"
 
 #include <ATen/Parallel.h>
-#include <c10/util/C++17.h>
 #include <gtest/gtest.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -19,16 +19,18 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/cpu_features.h"
+#include "model/torch_compat.h"
 #include "worker/trainer/adamw_kernel.h"
 
 namespace rdattn::trainer {
 namespace {
 
 // Shapes of the parameters: odd sizes (vector tails), a decay group (matrices) and a no-decay group
-// (vectors), as AdamWGroups makes them. kNoGrad never gets a gradient.
+// (vectors), as MakeAdamW makes them. kNoGrad never gets a gradient.
 const std::vector<std::vector<int64_t>> kShapes = {{37, 13}, {64, 8}, {13}, {5}, {1}, {3, 7}};
 constexpr size_t kNoGrad = 3;
 bool Decays(size_t i) { return kShapes[i].size() == 2; }
@@ -49,18 +51,31 @@ std::vector<at::Tensor> Clone(const std::vector<at::Tensor>& params) {
   return out;
 }
 
-std::unique_ptr<torch::optim::AdamW> MakeAdamW(const std::vector<at::Tensor>& params,
-                                               double weight_decay = 0.1, bool amsgrad = false) {
+std::unique_ptr<torch::optim::AdamW> MakeTorchAdamW(const std::vector<at::Tensor>& params,
+                                                    double weight_decay = 0.1) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
   for (const bool decay : {true, false}) {
     std::vector<at::Tensor> members;
     for (size_t i = 0; i < params.size(); ++i)
       if (Decays(i) == decay) members.push_back(params[i]);
     auto options = std::make_unique<torch::optim::AdamWOptions>();
-    options->betas({0.9, 0.95}).eps(1e-8).weight_decay(decay ? weight_decay : 0.0).amsgrad(amsgrad);
+    options->betas({0.9, 0.95}).eps(1e-8).weight_decay(decay ? weight_decay : 0.0);
     groups.emplace_back(members, std::move(options));
   }
   return std::make_unique<torch::optim::AdamW>(std::move(groups));
+}
+
+// rdattn's AdamW over the same groups, in the same order.
+std::unique_ptr<AdamW> MakeAdamW(const std::vector<at::Tensor>& params, double weight_decay = 0.1) {
+  std::vector<AdamWGroup> groups;
+  for (const bool decay : {true, false}) {
+    AdamWGroup g;
+    g.weight_decay = decay ? weight_decay : 0.0;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (Decays(i) == decay) g.params.push_back(params[i]);
+    groups.push_back(std::move(g));
+  }
+  return std::make_unique<AdamW>(std::move(groups), AdamWHyper{0.9, 0.95, 1e-8});
 }
 
 // Step `step`'s gradients (the same for every copy of the parameters) and learning rate (a warmup,
@@ -74,29 +89,49 @@ void SetGradients(std::vector<at::Tensor>& params, int64_t step) {
         (0.5 + static_cast<double>(i));
   }
 }
-void SetLr(torch::optim::AdamW& opt, int64_t step) {
-  for (auto& group : opt.param_groups())
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(1e-2 * (1 + step % 5));
-}
+double Lr(int64_t step) { return 1e-2 * (1 + step % 5); }
 
-enum class Kind { kTorch, kFused };
-void Steps(std::vector<at::Tensor>& params, torch::optim::AdamW& opt, Kind kind, int64_t first,
+void Steps(std::vector<at::Tensor>& params, torch::optim::AdamW& opt, int64_t first,
            int64_t steps) {
   for (int64_t s = first; s < first + steps; ++s) {
     SetGradients(params, s);
-    SetLr(opt, s);
-    if (kind == Kind::kTorch) {
-      opt.step();
-    } else {
-      FusedAdamWStep(opt);
-    }
+    for (auto& group : opt.param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(Lr(s));
+    opt.step();
+  }
+}
+void Steps(std::vector<at::Tensor>& params, AdamW& opt, int64_t first, int64_t steps) {
+  for (int64_t s = first; s < first + steps; ++s) {
+    SetGradients(params, s);
+    opt.SetLearningRate(Lr(s));
+    opt.Step();
   }
 }
 
-const torch::optim::AdamWParamState* State(const torch::optim::AdamW& opt, const at::Tensor& p) {
-  const auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
-  return it == opt.state().end() ? nullptr
-                                 : &static_cast<const torch::optim::AdamWParamState&>(*it->second);
+// Each parameter's state, in `params`' order, from either optimizer.
+using View = std::optional<torch_compat::AdamWParamStateView>;
+std::vector<View> States(const std::vector<at::Tensor>& params, const torch::optim::AdamW& opt) {
+  std::vector<View> out;
+  for (const auto& p : params) out.push_back(torch_compat::TorchAdamWState(opt, p));
+  return out;
+}
+std::vector<View> States(const std::vector<at::Tensor>& params, const AdamW& opt) {
+  std::vector<View> out(params.size());
+  for (size_t g = 0; g < opt.groups().size(); ++g) {
+    for (size_t i = 0; i < opt.groups()[g].params.size(); ++i) {
+      const AdamWParamState* s = opt.State(g, i);
+      if (s == nullptr) continue;
+      for (size_t k = 0; k < params.size(); ++k)
+        if (params[k].is_same(opt.groups()[g].params[i]))
+          out[k] = torch_compat::AdamWParamStateView{s->step, s->exp_avg, s->exp_avg_sq};
+    }
+  }
+  return out;
+}
+size_t CountStates(const std::vector<View>& v) {
+  size_t n = 0;
+  for (const View& s : v) n += s.has_value();
+  return n;
 }
 
 // max |a − b| / max |a|: the difference relative to the tensor's scale.
@@ -117,23 +152,24 @@ bool Bitwise(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // Every parameter and its state in `a` against `b`: `cmp(x, y, what)` on each pair.
-template <typename Cmp>
-void CompareAll(const std::vector<at::Tensor>& pa, const torch::optim::AdamW& oa,
-                const std::vector<at::Tensor>& pb, const torch::optim::AdamW& ob, Cmp cmp) {
+template <typename OptA, typename OptB, typename Cmp>
+void CompareAll(const std::vector<at::Tensor>& pa, const OptA& oa,
+                const std::vector<at::Tensor>& pb, const OptB& ob, Cmp cmp) {
+  const std::vector<View> sa = States(pa, oa), sb = States(pb, ob);
   for (size_t i = 0; i < pa.size(); ++i) {
     const std::string at = "param " + std::to_string(i);
     cmp(pa[i].detach(), pb[i].detach(), at);
-    const auto *sa = State(oa, pa[i]), *sb = State(ob, pb[i]);
-    ASSERT_EQ(sa == nullptr, sb == nullptr) << at;
-    if (sa == nullptr) continue;
-    EXPECT_EQ(sa->step(), sb->step()) << at;
-    cmp(sa->exp_avg(), sb->exp_avg(), at + " exp_avg");
-    cmp(sa->exp_avg_sq(), sb->exp_avg_sq(), at + " exp_avg_sq");
+    ASSERT_EQ(sa[i].has_value(), sb[i].has_value()) << at;
+    if (!sa[i]) continue;
+    EXPECT_EQ(sa[i]->step, sb[i]->step) << at;
+    cmp(sa[i]->exp_avg, sb[i]->exp_avg, at + " exp_avg");
+    cmp(sa[i]->exp_avg_sq, sb[i]->exp_avg_sq, at + " exp_avg_sq");
   }
 }
 
-void ExpectClose(const std::vector<at::Tensor>& pa, const torch::optim::AdamW& oa,
-                 const std::vector<at::Tensor>& pb, const torch::optim::AdamW& ob) {
+template <typename OptA, typename OptB>
+void ExpectClose(const std::vector<at::Tensor>& pa, const OptA& oa,
+                 const std::vector<at::Tensor>& pb, const OptB& ob) {
   CompareAll(pa, oa, pb, ob, [](const at::Tensor& x, const at::Tensor& y, const std::string& w) {
     ASSERT_EQ(x.scalar_type(), y.scalar_type()) << w;
     if (x.scalar_type() == at::kDouble) {
@@ -147,25 +183,31 @@ void ExpectClose(const std::vector<at::Tensor>& pa, const torch::optim::AdamW& o
   });
 }
 
-void ExpectBitwise(const std::vector<at::Tensor>& pa, const torch::optim::AdamW& oa,
-                   const std::vector<at::Tensor>& pb, const torch::optim::AdamW& ob) {
+template <typename OptA, typename OptB>
+void ExpectBitwise(const std::vector<at::Tensor>& pa, const OptA& oa,
+                   const std::vector<at::Tensor>& pb, const OptB& ob) {
   CompareAll(pa, oa, pb, ob, [](const at::Tensor& x, const at::Tensor& y, const std::string& w) {
     EXPECT_TRUE(Bitwise(x, y)) << w;
   });
 }
 
-std::string Save(const torch::optim::AdamW& opt) {
+template <typename Opt>
+std::string Save(const Opt& opt) {
   torch::serialize::OutputArchive ar;
-  opt.save(ar);
+  if constexpr (std::is_same_v<Opt, AdamW>) {
+    opt.Save(ar);
+  } else {
+    opt.save(ar);
+  }
   std::ostringstream os;
   ar.save_to(os);
   return os.str();
 }
-void Load(torch::optim::AdamW& opt, const std::string& bytes) {
+void Load(AdamW& opt, const std::string& bytes) {
   torch::serialize::InputArchive ar;
   std::istringstream is(bytes);
   ar.load_from(is);
-  opt.load(ar);
+  opt.Load(ar);
 }
 
 class Trajectory : public ::testing::TestWithParam<std::tuple<at::ScalarType, double>> {};
@@ -175,15 +217,16 @@ TEST_P(Trajectory, FollowsTorchAdamW) {
   const auto [dtype, wd] = GetParam();
   std::vector<at::Tensor> pt = MakeParams(dtype), pf = Clone(pt);
   const at::Tensor start = pt[0].detach().clone();
-  auto ot = MakeAdamW(pt, wd), of = MakeAdamW(pf, wd);
-  ASSERT_TRUE(FusedAdamWApplies(*of));
-  Steps(pt, *ot, Kind::kTorch, 0, 20);
-  Steps(pf, *of, Kind::kFused, 0, 20);
+  auto ot = MakeTorchAdamW(pt, wd);
+  auto of = MakeAdamW(pf, wd);
+  ASSERT_TRUE(of->FusedApplies());
+  Steps(pt, *ot, 0, 20);
+  Steps(pf, *of, 0, 20);
   EXPECT_FALSE(Bitwise(pf[0].detach(), start)) << "the parameters moved";
   ExpectClose(pt, *ot, pf, *of);
-  ASSERT_NE(State(*of, pf[0]), nullptr);
-  EXPECT_EQ(State(*of, pf[0])->step(), 20);
-  EXPECT_EQ(ot->state().size(), of->state().size());
+  ASSERT_TRUE(States(pf, *of)[0].has_value());
+  EXPECT_EQ(States(pf, *of)[0]->step, 20);
+  EXPECT_EQ(CountStates(States(pt, *ot)), CountStates(States(pf, *of)));
 }
 
 // A parameter without a gradient: untouched, and no state made for it (torch skips it too).
@@ -192,11 +235,11 @@ TEST_P(Trajectory, SkipsParametersWithoutGradient) {
   std::vector<at::Tensor> pf = MakeParams(dtype);
   const at::Tensor before = pf[kNoGrad].detach().clone();
   auto of = MakeAdamW(pf, wd);
-  Steps(pf, *of, Kind::kFused, 0, 3);
+  Steps(pf, *of, 0, 3);
   EXPECT_FALSE(pf[kNoGrad].grad().defined());
   EXPECT_TRUE(Bitwise(pf[kNoGrad].detach(), before));
-  EXPECT_EQ(State(*of, pf[kNoGrad]), nullptr);
-  EXPECT_EQ(of->state().size(), kShapes.size() - 1);
+  EXPECT_FALSE(States(pf, *of)[kNoGrad].has_value());
+  EXPECT_EQ(CountStates(States(pf, *of)), kShapes.size() - 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypeAndDecay, Trajectory,
@@ -214,72 +257,87 @@ TEST(FusedAdamW, BitwiseOnDefaultIsa) {
   for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
     for (const double wd : {0.0, 0.1}) {
       std::vector<at::Tensor> pt = MakeParams(dtype), pf = Clone(pt);
-      auto ot = MakeAdamW(pt, wd), of = MakeAdamW(pf, wd);
-      Steps(pt, *ot, Kind::kTorch, 0, 20);
-      Steps(pf, *of, Kind::kFused, 0, 20);
+      auto ot = MakeTorchAdamW(pt, wd);
+      auto of = MakeAdamW(pf, wd);
+      Steps(pt, *ot, 0, 20);
+      Steps(pf, *of, 0, 20);
       ExpectBitwise(pt, *ot, pf, *of);
     }
   }
 }
 
-class StateInterop : public ::testing::TestWithParam<at::ScalarType> {};
+class StateArchive : public ::testing::TestWithParam<at::ScalarType> {};
 
-// Saved after fused steps, loaded into a fresh torch AdamW: the same state, bitwise; fused steps
-// on it continue exactly as the uninterrupted fused run, and torch's steps on it follow closely.
-TEST_P(StateInterop, FusedStateLoadsIntoTorch) {
+// Saved after 6 steps and loaded into a fresh AdamW over copies of the parameters: the same
+// state, bitwise, and 6 more steps on it give the uninterrupted run's bits.
+TEST_P(StateArchive, SavedStateLoadsAndContinuesBitwise) {
   std::vector<at::Tensor> pf = MakeParams(GetParam());
   auto of = MakeAdamW(pf);
-  Steps(pf, *of, Kind::kFused, 0, 6);
+  Steps(pf, *of, 0, 6);
   const std::string saved = Save(*of);
-
-  std::vector<at::Tensor> pr = Clone(pf), pt = Clone(pf);
-  auto orr = MakeAdamW(pr), ot = MakeAdamW(pt);
+  std::vector<at::Tensor> pr = Clone(pf);
+  auto orr = MakeAdamW(pr);
   Load(*orr, saved);
-  Load(*ot, saved);
   ExpectBitwise(pf, *of, pr, *orr);
-
-  Steps(pf, *of, Kind::kFused, 6, 6);
-  Steps(pr, *orr, Kind::kFused, 6, 6);
-  Steps(pt, *ot, Kind::kTorch, 6, 6);
+  Steps(pf, *of, 6, 6);
+  Steps(pr, *orr, 6, 6);
   ExpectBitwise(pf, *of, pr, *orr);
-  ExpectClose(pt, *ot, pf, *of);
-  EXPECT_EQ(State(*orr, pr[0])->step(), 12);
+  EXPECT_EQ(States(pr, *orr)[0]->step, 12);
 }
 
-// Saved after torch's steps and loaded: the fused step continues from torch's state (the same
-// keys: a fresh state would restart the moments and the bias correction) as torch itself does.
-TEST_P(StateInterop, TorchStateLoadsIntoFused) {
+// torch::optim::AdamW's own archive (what checkpoints held before rdattn owned its state): the
+// state loads bitwise, under this LibTorch's state keys, and the steps continue from it (a fresh
+// state would restart the moments and the bias correction) as torch's own steps do.
+TEST_P(StateArchive, TorchsArchiveLoadsAndContinues) {
   std::vector<at::Tensor> pt = MakeParams(GetParam());
-  auto ot = MakeAdamW(pt);
-  Steps(pt, *ot, Kind::kTorch, 0, 6);
+  auto ot = MakeTorchAdamW(pt);
+  Steps(pt, *ot, 0, 6);
   std::vector<at::Tensor> pf = Clone(pt);
   auto of = MakeAdamW(pf);
   Load(*of, Save(*ot));
-  Steps(pt, *ot, Kind::kTorch, 6, 6);
-  Steps(pf, *of, Kind::kFused, 6, 6);
+  ExpectBitwise(pt, *ot, pf, *of);
+  EXPECT_EQ(CountStates(States(pf, *of)), kShapes.size() - 1);
+  Steps(pt, *ot, 6, 6);
+  Steps(pf, *of, 6, 6);
   ExpectClose(pt, *ot, pf, *of);
-  EXPECT_EQ(State(*of, pf[0])->step(), 12);
+  EXPECT_EQ(States(pf, *of)[0]->step, 12);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtype, StateInterop, ::testing::Values(at::kDouble, at::kFloat));
+INSTANTIATE_TEST_SUITE_P(Dtype, StateArchive, ::testing::Values(at::kDouble, at::kFloat));
 
-TEST(FusedAdamW, RefusesAmsgrad) {
-  std::vector<at::Tensor> pf = MakeParams(at::kFloat);
-  const at::Tensor before = pf[0].detach().clone();
-  auto of = MakeAdamW(pf, 0.1, /*amsgrad=*/true);
-  SetGradients(pf, 0);
-  try {
-    FusedAdamWStep(*of);
-    ADD_FAILURE() << "amsgrad accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("amsgrad"), std::string::npos) << e.what();
+// A state that does not fit the parameters (another model's shape, another dtype) is refused
+// with the parameter's key and the reason, and the state already held is kept.
+TEST(AdamWState, MismatchedStateIsRefusedAndNothingChanges) {
+  std::vector<at::Tensor> pa = MakeParams(at::kFloat);
+  auto oa = MakeAdamW(pa);
+  Steps(pa, *oa, 0, 2);
+  const std::string saved = Save(*oa);
+  for (const bool shape : {true, false}) {
+    std::vector<at::Tensor> pb = shape ? MakeParams(at::kFloat) : MakeParams(at::kDouble);
+    if (shape) pb[0] = at::randn({36, 13}).requires_grad_();  // the first matrix is 37 × 13
+    auto ob = MakeAdamW(pb);
+    Steps(pb, *ob, 0, 1);
+    const std::vector<View> before = States(pb, *ob);
+    try {
+      Load(*ob, saved);
+      ADD_FAILURE() << "a mismatched state was accepted (shape " << shape << ")";
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("g0.p0.exp_avg"), std::string::npos) << what;
+      EXPECT_NE(what.find(shape ? "shape" : "dtype"), std::string::npos) << what;
+    }
+    const std::vector<View> after = States(pb, *ob);
+    for (size_t i = 0; i < pb.size(); ++i) {
+      ASSERT_EQ(before[i].has_value(), after[i].has_value());
+      if (before[i]) {
+        EXPECT_EQ(before[i]->step, after[i]->step);
+      }
+    }
   }
-  EXPECT_TRUE(Bitwise(pf[0].detach(), before));
-  EXPECT_TRUE(of->state().empty());
 }
 
-// Not float/double, or not contiguous: optimizer.step() itself, so bitwise torch's result.
-TEST(FusedAdamW, FallsBackToTorchStep) {
+// Not float/double, or not contiguous: torch's own op sequence, so bitwise torch's result.
+TEST(FusedAdamW, FallsBackToTorchsOps) {
   for (const bool transpose : {true, false}) {
     const at::ScalarType dtype = transpose ? at::kFloat : at::kBFloat16;
     std::vector<at::Tensor> pt = MakeParams(dtype);
@@ -287,11 +345,12 @@ TEST(FusedAdamW, FallsBackToTorchStep) {
       pt[0] = pt[0].detach().t().contiguous().t().requires_grad_();
     std::vector<at::Tensor> pf = Clone(pt);
     if (transpose) pf[0] = pf[0].detach().t().contiguous().t().requires_grad_();
-    auto ot = MakeAdamW(pt), of = MakeAdamW(pf);
+    auto ot = MakeTorchAdamW(pt);
+    auto of = MakeAdamW(pf);
     SetGradients(pf, 0);
-    EXPECT_FALSE(FusedAdamWApplies(*of)) << transpose;
-    Steps(pt, *ot, Kind::kTorch, 0, 3);
-    Steps(pf, *of, Kind::kFused, 0, 3);
+    EXPECT_FALSE(of->FusedApplies()) << transpose;
+    Steps(pt, *ot, 0, 3);
+    Steps(pf, *of, 0, 3);
     ExpectBitwise(pt, *ot, pf, *of);
   }
 }
@@ -345,24 +404,22 @@ TEST(FusedAdamW, Avx2BuildMatchesBaseline) {
 TEST(FusedAdamW, BitsIndependentOfThreads) {
   const int threads = at::get_num_threads();
   std::vector<at::Tensor> runs[2];
-  std::unique_ptr<torch::optim::AdamW> opts[2];
+  std::unique_ptr<AdamW> opts[2];
   for (int r = 0; r < 2; ++r) {
     at::set_num_threads(r == 0 ? 1 : 4);
     at::Generator gen = at::detail::createCPUGenerator(3);
     runs[r] = {at::randn({300, 1000}, gen).requires_grad_()};
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(runs[r], std::make_unique<torch::optim::AdamWOptions>(1e-2));
-    opts[r] = std::make_unique<torch::optim::AdamW>(std::move(groups));
+    opts[r] = std::make_unique<AdamW>(std::vector<AdamWGroup>{{runs[r], 0.01}}, AdamWHyper{});
+    opts[r]->SetLearningRate(1e-2);
     for (int64_t s = 0; s < 3; ++s) {
       at::Generator g = at::detail::createCPUGenerator(100 + static_cast<uint64_t>(s));
       runs[r][0].mutable_grad() = at::randn({300, 1000}, g);
-      FusedAdamWStep(*opts[r]);
+      opts[r]->Step();
     }
   }
   at::set_num_threads(threads);
   EXPECT_TRUE(Bitwise(runs[0][0].detach(), runs[1][0].detach()));
-  EXPECT_TRUE(Bitwise(State(*opts[0], runs[0][0])->exp_avg_sq(),
-                      State(*opts[1], runs[1][0])->exp_avg_sq()));
+  EXPECT_TRUE(Bitwise(opts[0]->State(0, 0)->exp_avg_sq, opts[1]->State(0, 0)->exp_avg_sq));
 }
 
 // --- FusedClipGradients against torch::nn::utils::clip_grad_norm_.

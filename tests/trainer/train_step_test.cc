@@ -34,16 +34,16 @@ void TwoMicroBatches(const Toy& t) {
 }
 
 TEST(ZeroGradients, OneRankClearsTheGradientsAndKeepsTheSumsBitwise) {
-  // The zero-filled path, as optimizer.zero_grad() left it: defined gradients of zeros.
+  // The zero-filled path, as LibTorch 1.13's optimizer.zero_grad() left it (2.x's sets them to
+  // none by default): defined gradients of zeros.
   Toy filled = MakeToy();
-  torch::optim::SGD filled_opt(filled.params(), torch::optim::SGDOptions(0.1));
   TwoMicroBatches(filled);  // a first step defines the gradients
-  filled_opt.zero_grad();
+  for (const at::Tensor& p : filled.params()) p.mutable_grad().zero_();
   ASSERT_TRUE(filled.w.grad().defined());
   TwoMicroBatches(filled);
 
   Toy cleared = MakeToy();
-  torch::optim::SGD cleared_opt(cleared.params(), torch::optim::SGDOptions(0.1));
+  const AdamW cleared_opt({{cleared.params(), 0.0}}, AdamWHyper{});
   comm::GradientBuckets buckets(cleared.params());  // never attached: world size 1
   TwoMicroBatches(cleared);
   ZeroGradients(cleared_opt, buckets);
@@ -56,7 +56,7 @@ TEST(ZeroGradients, OneRankClearsTheGradientsAndKeepsTheSumsBitwise) {
 
 TEST(ZeroGradients, AttachedBucketsAreFilledAndStayTheGradients) {
   Toy t = MakeToy();
-  torch::optim::SGD opt(t.params(), torch::optim::SGDOptions(0.1));
+  const AdamW opt({{t.params(), 0.0}}, AdamWHyper{});
   comm::GradientBuckets buckets(t.params());
   TwoMicroBatches(t);
   buckets.Attach();
@@ -74,10 +74,7 @@ TEST(ZeroGradients, AttachedBucketsAreFilledAndStayTheGradients) {
 TEST(ClearGradients, LeavesEveryParameterOfEveryGroupWithoutAGradient) {
   Toy t = MakeToy();
   const at::Tensor extra = at::ones({2}).requires_grad_(true);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(t.params());
-  groups.emplace_back(std::vector<at::Tensor>{extra});
-  torch::optim::SGD opt(groups, torch::optim::SGDOptions(0.1));
+  const AdamW opt({{t.params(), 0.1}, {{extra}, 0.0}}, AdamWHyper{});
   TwoMicroBatches(t);
   extra.sum().backward();
   ClearGradients(opt);

@@ -576,6 +576,42 @@ def case_blas_core(env):
               "OpenBLAS chose %r itself, at least as wide as this CPU's best (%s)" % (core, best))
 
 
+def case_cpu_fallback(env):
+    """A CUDA build of rdattn-train on a machine without a GPU (tests/debian13): the job runs to
+    the end on the CPU, and parallel.device cuda is refused with the reason, before any step."""
+    p, events = env.run(env.job("fallback", schedule__total_tokens=12 * 512, schedule__milestones_tokens=[6 * 512]))
+    kinds = [e["kind"] for e in read_events(events)]
+    check("KIND_FINISHED" in kinds, "the tiny job finished on the CPU (%d events)" % len(kinds))
+    init = [e for e in read_events(events) if e["kind"] == "KIND_INIT"][0]
+    check(init.get("hardware_kind") == "HARDWARE_KIND_CPU", "it ran on the CPU: %s, %s" % (init.get("hardware_kind"), init.get("device_name")))
+    l = losses(events)
+    check(sorted(l) == list(range(1, 13)) and all(math.isfinite(v) for v in l.values()), "12 finite losses")
+    p, events = env.run(env.job("fallback_cuda", parallel__device="cuda", checkpoint__dir=""), check=False)
+    check(p.returncode != 0, "parallel.device cuda without a GPU fails (exit %d)" % p.returncode)
+    check("parallel.device" in p.stderr and "no CUDA device" in p.stderr,
+          "and says why: %s" % p.stderr.strip()[-300:])
+    kinds = [e["kind"] for e in read_events(events)] if os.path.exists(events) else []
+    check("KIND_TRAIN_STEP" not in kinds, "no step was taken")
+
+
+def case_attention_sdpa(env):
+    """--attention sdpa (LibTorch >= 2.1): the job trains to the end through SDPA on the CPU, with
+    losses that follow the default kernel's to float32 rounding; --attention rdattn is the
+    default's bits."""
+    over = dict(schedule__total_tokens=12 * 512, schedule__milestones_tokens=[6 * 512], checkpoint__dir="")
+    _, default = env.run(env.job("attn_default", **over))
+    _, own = env.run(env.job("attn_rdattn", **over), extra=["--attention", "rdattn"])
+    _, sdpa = env.run(env.job("attn_sdpa", **over), extra=["--attention", "sdpa"])
+    ld, lo, ls = losses(default), losses(own), losses(sdpa)
+    check(sorted(ls) == list(range(1, 13)) and sorted(ld) == sorted(ls), "12 steps with each kernel")
+    check(all(ld[s] == lo[s] for s in ld), "--attention rdattn gives the default's bits on the CPU")
+    worst = max(abs(ld[s] - ls[s]) / abs(ld[s]) for s in ld)
+    print("worst relative loss difference, sdpa vs rdattn's kernel over 12 steps: %.3g" % worst)
+    check(worst <= 1e-4, "sdpa's losses follow rdattn's kernel to 1e-4 relative (worst %.3g)" % worst)
+    p, _ = env.run(env.job("attn_bad", **over), extra=["--attention", "flash"], check=False)
+    check(p.returncode == 2 and "--attention" in p.stderr, "an unknown kernel is refused: %s" % p.stderr.strip()[-200:])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train", required=True)

@@ -4,6 +4,7 @@
 #include "worker/comm/buckets.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -297,7 +298,7 @@ GradientBuckets::GradientBuckets(std::vector<at::Tensor> params, int64_t bucket_
 }
 
 void GradientBuckets::Attach() {
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   if (flats_.empty()) {
     slots_.resize(params_.size());
     for (const std::vector<size_t>& bucket : plan_) {

@@ -1,4 +1,4 @@
-// The fused AdamW loop of FusedAdamWStep (worker/trainer/optimizer.h), and the gradient-clipping
+// The fused AdamW loop of AdamW::Step (worker/trainer/optimizer.h), and the gradient-clipping
 // loops of FusedClipGradients, on raw pointers, one copy per instruction set
 // (worker/trainer/adamw_kernel.inc): the baseline build and an AVX2 build chosen at run time. The
 // loop is bound by its two divisions and square root per element, which AVX2 does 8 floats (4

@@ -116,8 +116,8 @@ std::string CheckpointPath(const std::string& dir, int64_t step) {
 }
 
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta,
-                                     model::Gpt& model, torch::optim::Optimizer* optimizer,
-                                     int keep_last, const std::vector<int64_t>& keep_steps,
+                                     model::Gpt& model, AdamW* optimizer, int keep_last,
+                                     const std::vector<int64_t>& keep_steps,
                                      const std::function<Status()>& before_rename) {
   RDATTN_RETURN_IF_ERROR(MakeDirs(dir));
   const std::string path = CheckpointPath(dir, meta.step);
@@ -130,7 +130,7 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
       ar.write("buffer." + b.key(), b.value().cpu(), /*is_buffer=*/true);
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive opt;
-      optimizer->save(opt);
+      optimizer->Save(opt);
       ar.write("optimizer", opt);
     }
     ar.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
@@ -193,8 +193,8 @@ StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   }
 }
 
-Status LoadCheckpoint(const std::string& path, model::Gpt& model,
-                      torch::optim::Optimizer* optimizer, CheckpointMeta* meta) {
+Status LoadCheckpoint(const std::string& path, model::Gpt& model, AdamW* optimizer,
+                      CheckpointMeta* meta) {
   if (::access(path.c_str(), R_OK) != 0) return NotFoundError(path + ": no such checkpoint");
   try {
     torch::serialize::InputArchive ar;
@@ -222,7 +222,7 @@ Status LoadCheckpoint(const std::string& path, model::Gpt& model,
       torch::serialize::InputArchive opt;
       if (!ar.try_read("optimizer", opt))
         return DataLossError(path + ": checkpoint lacks the optimizer state");
-      optimizer->load(opt);
+      optimizer->Load(opt);
     }
     at::Tensor rng;
     if (ar.try_read("rng.cpu", rng)) {

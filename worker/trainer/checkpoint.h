@@ -4,7 +4,7 @@
 // keeping the last K. Format: docs/checkpoints.md.
 #pragma once
 
-#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
 
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "model/gpt.h"
+#include "worker/trainer/optimizer.h"
 
 namespace rdattn::trainer {
 
@@ -39,8 +40,8 @@ std::string CheckpointPath(const std::string& dir, int64_t step);
 // checkpoint). `before_rename`, when set, runs after the file is written and before it
 // becomes visible; an error from it (a fenced attempt) discards the file.
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta,
-                                     model::Gpt& model, torch::optim::Optimizer* optimizer,
-                                     int keep_last, const std::vector<int64_t>& keep_steps = {},
+                                     model::Gpt& model, AdamW* optimizer, int keep_last,
+                                     const std::vector<int64_t>& keep_steps = {},
                                      const std::function<Status()>& before_rename = nullptr);
 
 // The newest complete checkpoint in `dir`; "" when there is none (or dir does not exist).
@@ -54,8 +55,8 @@ StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
 
 // Loads parameters and buffers into `model` (which must have the checkpoint's shape) and, when
 // `optimizer` is not null, its state. Errors name the file and the tensor.
-Status LoadCheckpoint(const std::string& path, model::Gpt& model,
-                      torch::optim::Optimizer* optimizer, CheckpointMeta* meta);
+Status LoadCheckpoint(const std::string& path, model::Gpt& model, AdamW* optimizer,
+                      CheckpointMeta* meta);
 
 // Writes every parameter and buffer as float32 (float64 stays float64) to a safetensors file,
 // with metadata {"format": "rdattn", "arm", "config" (resolved JSON), "run_spec" (RunSpec JSON),

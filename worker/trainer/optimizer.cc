@@ -3,9 +3,9 @@
 #include "worker/trainer/optimizer.h"
 
 #include <ATen/Parallel.h>
-#include <c10/util/C++17.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/utils.h>
+#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/cpu_features.h"
+#include "model/torch_compat.h"
 #include "worker/trainer/adamw_kernel.h"
 
 namespace rdattn::trainer {
@@ -73,21 +74,16 @@ void Scale(T* x, int64_t n, double coef) {
   });
 }
 
-// torch's state key for a parameter (AdamW::step, torch/optim/serialize.h).
-std::string StateKey(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
-
 bool SameDenseCpu(const at::Tensor& t, const at::Tensor& p) {
   return t.defined() && t.layout() == at::kStrided && t.device().is_cpu() &&
          t.scalar_type() == p.scalar_type() && t.sizes() == p.sizes() && t.is_contiguous();
 }
 
-void RefuseAmsgrad(const torch::optim::AdamW& optimizer) {
-  for (const auto& group : optimizer.param_groups())
-    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad())
-      throw std::invalid_argument(
-          "FusedAdamWStep: amsgrad is not supported (a param group has amsgrad=true); "
-          "use torch::optim::AdamW::step()");
+std::string Key(size_t group, size_t index, const char* what) {
+  return "g" + std::to_string(group) + ".p" + std::to_string(index) + "." + what;
 }
+
+constexpr const char* kFormat = "rdattn-adamw-1";
 
 }  // namespace
 
@@ -111,7 +107,7 @@ std::optional<at::Tensor> FusedClipGradients(const std::vector<at::Tensor>& para
     // scales every gradient by NaN, as clip_grad_norm_ does. 1 itself is skipped: x·1 = x.
     const double coef = clip / (total + 1e-6);
     if (!(coef >= 1)) {
-      torch::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       for (const auto& p : params) {
         if (!p.grad().defined()) continue;
         const at::Tensor& g = p.grad();
@@ -127,75 +123,197 @@ std::optional<at::Tensor> FusedClipGradients(const std::vector<at::Tensor>& para
   return at::scalar_tensor(total, at::TensorOptions().dtype(at::kDouble));
 }
 
-bool FusedAdamWApplies(const torch::optim::AdamW& optimizer) {
-  const auto& state = optimizer.state();
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
+AdamW::AdamW(std::vector<AdamWGroup> groups, AdamWHyper hyper)
+    : groups_(std::move(groups)), hyper_(hyper) {
+  state_.resize(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) state_[g].resize(groups_[g].params.size());
+}
+
+const AdamWParamState* AdamW::State(size_t group, size_t index) const {
+  if (group >= state_.size() || index >= state_[group].size() || !state_[group][index])
+    return nullptr;
+  return &*state_[group][index];
+}
+
+bool AdamW::FusedApplies() const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const at::Tensor& p = groups_[g].params[i];
       if (!p.grad().defined()) continue;
       const at::ScalarType dtype = p.scalar_type();
       if (dtype != at::kFloat && dtype != at::kDouble) return false;
       if (!SameDenseCpu(p, p) || !SameDenseCpu(p.grad(), p)) return false;
-      const auto it = state.find(StateKey(p));
-      if (it == state.end()) continue;
-      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      if (!SameDenseCpu(s.exp_avg(), p) || !SameDenseCpu(s.exp_avg_sq(), p)) return false;
+      const std::optional<AdamWParamState>& s = state_[g][i];
+      if (!s) continue;
+      if (!SameDenseCpu(s->exp_avg, p) || !SameDenseCpu(s->exp_avg_sq, p)) return false;
     }
   }
   return true;
 }
 
-void FusedAdamWStep(torch::optim::AdamW& optimizer) {
-  RefuseAmsgrad(optimizer);
+void AdamW::Step() {
   // All or nothing, decided before anything changes: a mixed step would be harder to reason
   // about, and the trainer's parameters are all alike.
-  if (!FusedAdamWApplies(optimizer)) {
-    optimizer.step();
-    return;
+  if (FusedApplies()) {
+    StepFused();
+  } else {
+    StepAten();
   }
-  torch::NoGradGuard no_grad;
-  auto& state = optimizer.state();
-  for (auto& group : optimizer.param_groups()) {
-    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    const auto [beta1, beta2] = o.betas();
-    for (auto& p : group.params()) {
+}
+
+namespace {
+AdamWParamState FreshState(const at::Tensor& p) {
+  // As torch's step creates it.
+  AdamWParamState s;
+  s.exp_avg = at::zeros_like(p, at::MemoryFormat::Preserve);
+  s.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
+  return s;
+}
+}  // namespace
+
+void AdamW::StepFused() {
+  c10::NoGradGuard no_grad;
+  const double beta1 = hyper_.beta1, beta2 = hyper_.beta2;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const double wd = groups_[gi].weight_decay;
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+      at::Tensor& p = groups_[gi].params[i];
       if (!p.grad().defined()) continue;
-      const std::string key = StateKey(p);
-      auto it = state.find(key);
-      if (it == state.end()) {
-        // As torch's step creates it.
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
-        it = state.emplace(key, std::move(fresh)).first;
-      }
-      auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
-      s.step(s.step() + 1);
-      const auto t = static_cast<double>(s.step());
+      std::optional<AdamWParamState>& slot = state_[gi][i];
+      if (!slot) slot = FreshState(p);
+      AdamWParamState& s = *slot;
+      s.step += 1;
+      const auto t = static_cast<double>(s.step);
       adamw::Coefficients c;
-      c.apply_decay = o.weight_decay() != 0;
-      c.decay = 1 - o.lr() * o.weight_decay();
+      c.apply_decay = wd != 0;
+      c.decay = 1 - lr_ * wd;
       c.beta1 = beta1;
       c.one_minus_beta1 = 1 - beta1;
       c.beta2 = beta2;
       c.one_minus_beta2 = 1 - beta2;
       c.sqrt_bias2 = std::sqrt(1 - std::pow(beta2, t));
-      c.eps = o.eps();
-      c.neg_step = -(o.lr() / (1 - std::pow(beta1, t)));
+      c.eps = hyper_.eps;
+      c.neg_step = -(lr_ / (1 - std::pow(beta1, t)));
       const at::Tensor& g = p.grad();
       if (p.scalar_type() == at::kDouble) {
-        RunKernel(p.data_ptr<double>(), g.data_ptr<double>(), s.exp_avg().data_ptr<double>(),
-                  s.exp_avg_sq().data_ptr<double>(), p.numel(), c);
+        RunKernel(p.data_ptr<double>(), g.data_ptr<double>(), s.exp_avg.data_ptr<double>(),
+                  s.exp_avg_sq.data_ptr<double>(), p.numel(), c);
       } else {
-        RunKernel(p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg().data_ptr<float>(),
-                  s.exp_avg_sq().data_ptr<float>(), p.numel(), c);
+        RunKernel(p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg.data_ptr<float>(),
+                  s.exp_avg_sq.data_ptr<float>(), p.numel(), c);
       }
       // In-place updates, as torch's mul_/add_/addcdiv_ record them.
       torch::autograd::impl::bump_version(p);
-      torch::autograd::impl::bump_version(s.exp_avg());
-      torch::autograd::impl::bump_version(s.exp_avg_sq());
+      torch::autograd::impl::bump_version(s.exp_avg);
+      torch::autograd::impl::bump_version(s.exp_avg_sq);
     }
   }
+}
+
+void AdamW::StepAten() {
+  // torch::optim::AdamW::step's op sequence (amsgrad off), the same in 1.13 and 2.x.
+  c10::NoGradGuard no_grad;
+  const double beta1 = hyper_.beta1, beta2 = hyper_.beta2;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const double wd = groups_[gi].weight_decay;
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+      at::Tensor& p = groups_[gi].params[i];
+      if (!p.grad().defined()) continue;
+      const at::Tensor& grad = p.grad();
+      if (wd != 0) p.mul_(1 - lr_ * wd);
+      std::optional<AdamWParamState>& slot = state_[gi][i];
+      if (!slot) slot = FreshState(p);
+      AdamWParamState& s = *slot;
+      s.step += 1;
+      const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
+      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
+      s.exp_avg.mul_(beta1).add_(grad, 1 - beta1);
+      s.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+      const at::Tensor denom = (s.exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(hyper_.eps);
+      p.addcdiv_(s.exp_avg, denom, -(lr_ / bias_correction1));
+    }
+  }
+}
+
+void AdamW::Save(torch::serialize::OutputArchive& archive) const {
+  archive.write("format", c10::IValue(std::string(kFormat)));
+  for (size_t g = 0; g < state_.size(); ++g) {
+    for (size_t i = 0; i < state_[g].size(); ++i) {
+      const std::optional<AdamWParamState>& s = state_[g][i];
+      if (!s) continue;
+      archive.write(Key(g, i, "step"), at::scalar_tensor(s->step, at::kLong));
+      archive.write(Key(g, i, "exp_avg"), s->exp_avg.detach().cpu());
+      archive.write(Key(g, i, "exp_avg_sq"), s->exp_avg_sq.detach().cpu());
+    }
+  }
+}
+
+namespace {
+// The moment `t` as parameter `p` needs it (same shape and dtype, on p's device), or an error.
+at::Tensor Moment(const at::Tensor& t, const at::Tensor& p, const std::string& name) {
+  if (!t.defined()) throw std::runtime_error("optimizer state " + name + " is missing");
+  if (t.sizes() != p.sizes())
+    throw std::runtime_error("optimizer state " + name + " has shape " + c10::str(t.sizes()) +
+                             ", the parameter " + c10::str(p.sizes()));
+  if (t.scalar_type() != p.scalar_type())
+    throw std::runtime_error("optimizer state " + name + " has dtype " +
+                             std::string(c10::toString(t.scalar_type())) + ", the parameter " +
+                             std::string(c10::toString(p.scalar_type())));
+  return t.to(p.device(), /*non_blocking=*/false, /*copy=*/true)
+      .contiguous(p.suggest_memory_format());
+}
+}  // namespace
+
+void AdamW::Load(torch::serialize::InputArchive& archive) {
+  std::vector<std::vector<std::optional<AdamWParamState>>> loaded(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) loaded[g].resize(groups_[g].params.size());
+  c10::IValue format;
+  if (archive.try_read("format", format)) {
+    if (!format.isString() || format.toStringRef() != kFormat)
+      throw std::runtime_error("optimizer state has format '" +
+                               (format.isString() ? format.toStringRef() : std::string("?")) +
+                               "', this rdattn reads '" + kFormat + "'");
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        at::Tensor step, m, v;
+        if (!archive.try_read(Key(g, i, "step"), step)) continue;  // no step taken yet
+        const at::Tensor& p = groups_[g].params[i];
+        if (!archive.try_read(Key(g, i, "exp_avg"), m) ||
+            !archive.try_read(Key(g, i, "exp_avg_sq"), v))
+          throw std::runtime_error("optimizer state " + Key(g, i, "exp_avg{,_sq}") + " is missing");
+        AdamWParamState s;
+        s.step = step.item<int64_t>();
+        s.exp_avg = Moment(m, p, Key(g, i, "exp_avg"));
+        s.exp_avg_sq = Moment(v, p, Key(g, i, "exp_avg_sq"));
+        loaded[g][i] = std::move(s);
+      }
+    }
+  } else {
+    // torch::optim::AdamW::save's archive: load it into a torch AdamW over the same groups (its
+    // load checks the group and parameter counts), then take each parameter's state.
+    std::vector<torch::optim::OptimizerParamGroup> tg;
+    for (const AdamWGroup& group : groups_) {
+      auto options = std::make_unique<torch::optim::AdamWOptions>();
+      options->betas({hyper_.beta1, hyper_.beta2}).eps(hyper_.eps).weight_decay(group.weight_decay);
+      tg.emplace_back(group.params, std::move(options));
+    }
+    torch::optim::AdamW legacy(std::move(tg));
+    legacy.load(archive);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        const at::Tensor& p = groups_[g].params[i];
+        const std::optional<torch_compat::AdamWParamStateView> view =
+            torch_compat::TorchAdamWState(legacy, p);
+        if (!view) continue;
+        AdamWParamState s;
+        s.step = view->step;
+        s.exp_avg = Moment(view->exp_avg, p, Key(g, i, "exp_avg"));
+        s.exp_avg_sq = Moment(view->exp_avg_sq, p, Key(g, i, "exp_avg_sq"));
+        loaded[g][i] = std::move(s);
+      }
+    }
+  }
+  state_ = std::move(loaded);
 }
 
 }  // namespace rdattn::trainer

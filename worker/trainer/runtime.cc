@@ -1,8 +1,6 @@
 #include "worker/trainer/runtime.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
-#include <torch/version.h>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -12,6 +10,7 @@
 #include <climits>
 #include <fstream>
 
+#include "model/torch_compat.h"
 #include "worker/launch_env.h"
 
 namespace rdattn::trainer {
@@ -31,13 +30,19 @@ std::string CpuModelName() {
 
 }  // namespace
 
+Status CheckDeviceAvailable(const ParallelConfig& p) {
+  if (p.device == Device::kCuda && !torch::cuda::is_available())
+    return FailedPreconditionError(
+        "parallel.device: cuda was requested but LibTorch sees no CUDA device (a CPU-only "
+        "LibTorch, or no GPU or driver on this machine)");
+  return Status::Ok();
+}
+
 StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, const comm::Communicator& comm) {
   Runtime rt;
+  RDATTN_RETURN_IF_ERROR(CheckDeviceAvailable(p));
   const bool have_cuda = torch::cuda::is_available();
   rt.cuda = p.device == Device::kCuda || (p.device == Device::kAuto && have_cuda);
-  if (rt.cuda && !have_cuda)
-    return FailedPreconditionError(
-        "parallel.device: cuda was requested but LibTorch sees no CUDA device");
   if (rt.cuda && comm.device().is_cuda()) {
     rt.device = comm.device();
   } else if (rt.cuda) {
@@ -57,24 +62,11 @@ StatusOr<Runtime> ResolveRuntime(const ParallelConfig& p, const comm::Communicat
 }
 
 AutocastGuard::AutocastGuard(bool on) : on_(on) {
-  if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
-#else
-  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  at::autocast::set_enabled(true);
-#endif
+  if (on_) torch_compat::SetAutocast(c10::DeviceType::CUDA, true, at::kBFloat16);
 }
 
 AutocastGuard::~AutocastGuard() {
-  if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_enabled(at::kCUDA, false);
-#else
-  at::autocast::set_enabled(false);
-#endif
-  at::autocast::clear_cache();
+  if (on_) torch_compat::SetAutocast(c10::DeviceType::CUDA, false);
 }
 
 void RetainFreedHostMemory() {

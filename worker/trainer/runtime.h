@@ -24,6 +24,11 @@ struct Runtime {
   std::string device_name;  // the CUDA device ("cuda:0") or the CPU's model name, for events
 };
 
+// FAILED_PRECONDITION naming parallel.device when it asks for cuda and LibTorch sees no CUDA
+// device; rdattn-train checks it before it makes the communicator (whose NCCL backend would
+// otherwise fail first, less clearly).
+Status CheckDeviceAvailable(const ParallelConfig& p);
+
 // The device decided once: the communicator's for NCCL (it chose it from the launcher's
 // environment), else launch::CudaDeviceForRank by the same rule. FAILED_PRECONDITION when CUDA
 // or bf16 is asked for and there is no CUDA device.

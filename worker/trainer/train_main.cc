@@ -1,11 +1,11 @@
 // rdattn-train: one process per rank. Standalone (mpirun / srun) or launched by rdattn-worker.
 //
 //   rdattn-train [train] --job JOB.json [--events PATH|-] [--peak-flops F] [--attempt N]
-//                        [--stop-after-steps N]
+//                        [--stop-after-steps N] [--attention auto|rdattn|sdpa]
 //   rdattn-train validate --job JOB.json
 //   rdattn-train export --checkpoint CKPT.pt --out MODEL.safetensors
 //   rdattn-train eval (--checkpoint CKPT.pt | --weights MODEL.safetensors) --shard PATH...
-//                     [--windows N] [--micro-batch N]
+//                     [--windows N] [--micro-batch N] [--attention auto|rdattn|sdpa]
 //
 // JOB.json is an rdattn.v1.RunSpec in protobuf's JSON mapping (docs/run-config.md). The command
 // line is CLI11's (common/cli.h): --help on every command, --flag_name also accepted, and a usage
@@ -32,8 +32,10 @@
 #include "common/log.h"
 #include "common/run_config.h"
 #include "common/supervisor.h"
+#include "model/attention.h"
 #include "worker/comm/communicator.h"
 #include "worker/trainer/events.h"
+#include "worker/trainer/runtime.h"
 #include "worker/trainer/trainer.h"
 
 namespace {
@@ -51,7 +53,21 @@ struct Args {
   double peak_flops = 0;
   int64_t stop_after_steps = 0, windows = 0, micro_batch = 8;
   int attempt = 0;
+  std::string attention = "auto";
 };
+
+// --attention: the causal attention kernel (model/attention.h SetAttentionKernel). auto: LibTorch's
+// scaled_dot_product_attention on CUDA when the LibTorch has it (2.1+), rdattn's own kernel on the
+// CPU. Not part of the run's numeric fingerprint: the kernels agree to rounding, not bitwise, so
+// the arms of one comparison must run with the same choice (docs/trainer.md).
+void AddAttentionOption(CLI::App* command, Args& a) {
+  command
+      ->add_option("--attention", a.attention,
+                   "causal attention kernel: auto (SDPA on CUDA with LibTorch >= 2.1, rdattn's "
+                   "own on the CPU), rdattn, or sdpa (LibTorch >= 2.1)")
+      ->check(CLI::IsMember({"auto", "rdattn", "sdpa"}))
+      ->default_str("auto");
+}
 
 // The four subcommands, each with its flags (`rdattn-train COMMAND --help` lists them).
 void AddCommands(CLI::App& app, Args& a) {
@@ -69,6 +85,7 @@ void AddCommands(CLI::App& app, Args& a) {
       ->add_option("--stop-after-steps", a.stop_after_steps,
                    "stop (checkpoint, exit 75) after this many steps of this run; 0: never")
       ->check(rdattn::cli::NonNegativeInteger());
+  AddAttentionOption(train, a);
 
   CLI::App* validate =
       app.add_subcommand("validate", "print the resolved configuration of JOB.json as JSON");
@@ -92,12 +109,27 @@ void AddCommands(CLI::App& app, Args& a) {
       ->check(rdattn::cli::NonNegativeInteger());
   eval->add_option("--micro-batch", a.micro_batch, "windows per forward pass")
       ->check(rdattn::cli::NonNegativeInteger());
+  AddAttentionOption(eval, a);
 }
 
 // What the flags of one command cannot say alone; "" when the command line is good.
 std::string CheckArgs(const Args& a) {
   if (a.command == "eval" && a.checkpoint.empty() == a.weights.empty())
     return "eval needs exactly one of --checkpoint and --weights";
+  return "";
+}
+
+// Applies --attention; "" when done, else why not (sdpa on a LibTorch without it).
+std::string SelectAttention(const std::string& name) {
+  using rdattn::model::AttentionKernel;
+  const AttentionKernel k = name == "sdpa"     ? AttentionKernel::kSdpa
+                            : name == "rdattn" ? AttentionKernel::kRdattn
+                                               : AttentionKernel::kAuto;
+  try {
+    rdattn::model::SetAttentionKernel(k);
+  } catch (const c10::Error& e) {
+    return "--attention " + name + ": " + e.what_without_backtrace();
+  }
   return "";
 }
 
@@ -142,6 +174,10 @@ int RunTrain(const Args& a) {
   if (!cfg.ok()) {
     std::fprintf(stderr, "rdattn-train: %s\n", cfg.status().ToString().c_str());
     return ExitFor(cfg.status());
+  }
+  if (const rdattn::Status st = rdattn::trainer::CheckDeviceAvailable(cfg->parallel); !st.ok()) {
+    std::fprintf(stderr, "rdattn-train: %s\n", st.ToString().c_str());
+    return ExitFor(st);
   }
   const bool cuda = cfg->parallel.device == rdattn::Device::kCuda ||
                     (cfg->parallel.device == rdattn::Device::kAuto && torch::cuda::is_available());
@@ -246,6 +282,10 @@ int main(int argc, char** argv) {
   }
   if (a.command == "validate") return RunValidate(a);
   if (a.command == "export") return RunExport(a);
+  if (const std::string err = SelectAttention(a.attention); !err.empty()) {
+    std::fprintf(stderr, "rdattn-train: %s\n", err.c_str());
+    return kExitUsage;
+  }
   if (a.command == "eval") return RunEval(a);
   return RunTrain(a);
 }

@@ -11,16 +11,11 @@
 
 namespace rdattn::trainer {
 
-std::vector<torch::optim::OptimizerParamGroup> AdamWGroups(model::Gpt& model,
-                                                           const OptimConfig& o) {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  for (const bool decay : {true, false}) {
-    auto options = std::make_unique<torch::optim::AdamWOptions>();
-    options->betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(decay ? o.weight_decay : 0.0);
-    groups.emplace_back(decay ? model->DecayParameters() : model->NoDecayParameters(),
-                        std::move(options));
-  }
-  return groups;
+AdamW MakeAdamW(model::Gpt& model, const OptimConfig& o) {
+  std::vector<AdamWGroup> groups;
+  groups.push_back({model->DecayParameters(), o.weight_decay});
+  groups.push_back({model->NoDecayParameters(), 0.0});
+  return AdamW(std::move(groups), AdamWHyper{o.beta1, o.beta2, o.eps});
 }
 
 namespace {
@@ -116,7 +111,7 @@ Status AllReduceGradients(std::vector<at::Tensor>& params, comm::GradientBuckets
   return Status::Ok();
 }
 
-void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& buckets) {
+void ZeroGradients(const AdamW& optimizer, comm::GradientBuckets& buckets) {
   if (buckets.Attached()) {
     buckets.Zero();
   } else {
@@ -124,9 +119,9 @@ void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& bu
   }
 }
 
-void ClearGradients(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups())
-    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
+void ClearGradients(const AdamW& optimizer) {
+  for (const AdamWGroup& group : optimizer.groups())
+    for (const at::Tensor& p : group.params) p.mutable_grad() = at::Tensor();
 }
 
 at::Tensor ClipGradients(const std::vector<at::Tensor>& params, double clip) {

@@ -4,8 +4,6 @@
 // of all ranks on a rank's status. No events, no checkpoints, no schedule here.
 #pragma once
 
-#include <torch/optim/adamw.h>
-
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -16,6 +14,7 @@
 #include "model/gpt.h"
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
+#include "worker/trainer/optimizer.h"
 #include "worker/trainer/prefetcher.h"
 #include "worker/trainer/runtime.h"
 #include "worker/trainer/sampler.h"
@@ -28,9 +27,9 @@ inline double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// AdamW's two groups: weight decay on matrices only. No learning rate: the loop sets every
-// group's lr before each step (LearningRate), so the options' own lr is never used.
-std::vector<torch::optim::OptimizerParamGroup> AdamWGroups(model::Gpt& model, const OptimConfig& o);
+// The trainer's AdamW: two groups, weight decay on matrices only, the config's betas and eps. No
+// learning rate: the loop sets it before each step (LearningRate).
+AdamW MakeAdamW(model::Gpt& model, const OptimConfig& o);
 
 // This rank's micro-batches of steps [first_step, stop_step), in training order, made up to
 // kPrefetchDepth micro-batches ahead by a background thread (Prefetcher) while the loop computes:
@@ -75,10 +74,10 @@ Status AllReduceGradients(std::vector<at::Tensor>& params, comm::GradientBuckets
 // 1: ClearGradients, so that the backward's first gradient of each parameter becomes its .grad
 // as it is (autograd takes the buffer when nothing else holds it) instead of being added into a
 // zero-filled one: no fill, no add pass. The sums are the same numbers (0 + g = g).
-void ZeroGradients(torch::optim::Optimizer& optimizer, comm::GradientBuckets& buckets);
+void ZeroGradients(const AdamW& optimizer, comm::GradientBuckets& buckets);
 
-// Drops every parameter's gradient (PyTorch 2's zero_grad(set_to_none=True)).
-void ClearGradients(torch::optim::Optimizer& optimizer);
+// Drops the gradient of every parameter of every group (PyTorch 2's zero_grad(set_to_none=True)).
+void ClearGradients(const AdamW& optimizer);
 
 // Clips the gradients to global L2 norm `clip` when it is > 0 and returns the norm before
 // clipping as a device scalar without reading it (clip_grad_norm_'s return value waits for the

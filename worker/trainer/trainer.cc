@@ -9,7 +9,6 @@
 #include "worker/trainer/trainer.h"
 
 #include <ATen/Parallel.h>
-#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,7 +28,7 @@
 #include "worker/trainer/fence.h"         // provides: AttemptFence
 #include "worker/trainer/lr_schedule.h"   // provides: LearningRate
 #include "worker/trainer/model_file.h"    // provides: LoadRunCheckpoint
-#include "worker/trainer/optimizer.h"     // provides: FusedAdamWStep
+#include "worker/trainer/optimizer.h"     // provides: AdamW
 #include "worker/trainer/resume.h"        // provides: PlanResume
 #include "worker/trainer/runtime.h"       // provides: Runtime, AutocastGuard, MakeBatch
 #include "worker/trainer/sampler.h"       // provides: Sampler, WindowIndex, OpenShards
@@ -79,7 +78,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   model->to(rt.device, rt.param_dtype);
   std::vector<at::Tensor> params = model->parameters();
   RDATTN_RETURN_IF_ERROR(comm::BroadcastAndVerify(comm, params).WithPrefix("initial parameters"));
-  torch::optim::AdamW optimizer(AdamWGroups(model, cfg.optim));
+  AdamW optimizer = MakeAdamW(model, cfg.optim);
 
   // --- Fencing: this attempt claims the checkpoint directory; an older attempt still running
   // (its worker gone) sees the claim and writes nothing more.
@@ -192,10 +191,9 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   for (int64_t step = start_step; step < s.stop_step; ++step) {
     log::SetStep(step + 1);  // the step being trained: the next TRAIN_STEP event's step
     const auto t_step = Clock::now();
-    // This step's learning rate on every group: the optimizer holds no other (AdamWGroups).
+    // This step's learning rate, the same for every group.
     const double lr = LearningRate(cfg.optim, s, step);
-    for (auto& group : optimizer.param_groups())
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    optimizer.SetLearningRate(lr);
     ZeroGradients(optimizer, buckets);
 
     // Forward and backward over this rank's slice of the global batch, then the gradients
@@ -204,7 +202,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     double allreduce_s = 0;
     RDATTN_RETURN_IF_ERROR(AllReduceGradients(params, buckets, comm, &allreduce_s));
     const at::Tensor grad_norm = ClipGradients(params, cfg.optim.grad_clip);
-    FusedAdamWStep(optimizer);  // torch's AdamW math and state, one pass per tensor on the CPU
+    optimizer.Step();  // torch's AdamW math, one pass per tensor on the CPU
 
     // The stop vote (SIGTERM, --stop-after-steps) with the mean loss; rank 0 also looks at the
     // fence: a newer attempt has claimed the checkpoint directory.
