@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# One prepared check for a GPU machine that has PyTorch 2.x with CUDA in its Python and none of
-# Debian's dev packages (docs/benchmarks.md, "GPU check"). It
-#   1. finds LibTorch through torch.utils.cmake_prefix_path and builds the trainer-only
+# One prepared check for a GPU machine with a CUDA LibTorch 2.x: PyTorch's (in its Python, with
+# none of Debian's dev packages) or Debian 13's libtorch-cuda-dev (docs/benchmarks.md, "GPU
+# check"). It
+#   1. finds LibTorch (Torch_DIR; else torch.utils.cmake_prefix_path of $PYTHON's PyTorch; else
+#      Debian's /usr/lib/<arch>/cmake/Torch when libtorch_cuda.so is there) and builds the trainer-only
 #      configuration (RDATTN_TRAINER_ONLY=ON, no tests): rdattn-train and rdattn_model_bench;
 #   2. checks that the GPU forward agrees with the CPU fp32 forward for every arm (fp32 within
 #      1e-4, bf16 autocast within 5·2^-8 relative L2) and runs T6 on the GPU (rd with
@@ -12,7 +14,8 @@
 #
 #   scripts/gpu_check.sh            # exit 0: every check passed and the timings ran
 #
-# Knobs (environment): PYTHON (default: /opt/torch/.venv/bin/python3 if present, else python3),
+# Knobs (environment): Torch_DIR (a folder holding TorchConfig.cmake; skips the Python probe),
+# PYTHON (default: /opt/torch/.venv/bin/python3 if present, else python3),
 # BUILD_DIR (default build-gpu), JOBS (default: nproc), CHECK_PRESETS (default "cpu-small S"),
 # BENCH_BATCH (default 8 sequences of 1024 tokens), BENCH_ROUNDS (3), BENCH_STEPS (5),
 # BENCH_WARMUP (3), PEAK_FLOPS (default 989e12), OUT (where the JSON goes; default BUILD_DIR),
@@ -54,9 +57,18 @@ elif [ ! -f /usr/include/CLI/CLI.hpp ] && [ ! -f /usr/local/include/CLI/CLI.hpp 
   die "CLI11 headers not found (rdattn-train parses its command line with CLI11, header-only): apt install libcli11-dev, or set CLI11_INCLUDE_DIR to a folder holding CLI/CLI.hpp (a copy of CLI11's include/ folder; there is no pip package)"
 fi
 
-# --- 1. PyTorch with CUDA and a GPU -------------------------------------------------------------
-command -v "$PYTHON" >/dev/null 2>&1 || die "no Python interpreter '$PYTHON' (set PYTHON to the one that has PyTorch)"
-probe=$("$PYTHON" - <<'EOF' 2>&1
+# --- 1. A CUDA LibTorch 2.x and a GPU ------------------------------------------------------------
+# Three sources, in this order: Torch_DIR (a folder holding TorchConfig.cmake: PyTorch's LibTorch
+# zip, or Debian 13's libtorch-cuda-dev at /usr/lib/<arch>/cmake/Torch); PyTorch in $PYTHON
+# (torch.utils.cmake_prefix_path); Debian's libtorch-cuda-dev when $PYTHON has no PyTorch.
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+debian_torch=/usr/lib/$multiarch/cmake/Torch
+torch_dir="${Torch_DIR:-}"
+torch_prefix=""
+if [ -z "$torch_dir" ]; then
+  probe="NO_TORCH no interpreter '$PYTHON'"
+  if command -v "$PYTHON" >/dev/null 2>&1; then
+    probe=$("$PYTHON" - <<'EOF' 2>&1
 import sys
 try:
     import torch
@@ -75,16 +87,43 @@ else:
                               torch.utils.cmake_prefix_path))
 EOF
 ) || die "running $PYTHON failed: $probe"
-case "$probe" in
-  OK\ *) ;;
-  NO_TORCH*) die "no PyTorch in $PYTHON (${probe#NO_TORCH }); this script needs PyTorch 2.x with CUDA" ;;
-  OLD_TORCH*) die "PyTorch ${probe#OLD_TORCH } in $PYTHON is older than 2.x" ;;
-  NO_CUDA_BUILD*) die "PyTorch ${probe#NO_CUDA_BUILD } in $PYTHON is a CPU-only build (torch.version.cuda is None)" ;;
-  NO_GPU*) die "PyTorch ${probe#NO_GPU } in $PYTHON sees no GPU (torch.cuda.is_available() is False)" ;;
-  *) die "unexpected answer from $PYTHON: $probe" ;;
-esac
-IFS='|' read -r torch_version cuda_version gpu_name torch_prefix <<<"${probe#OK }"
-step "PyTorch $torch_version (CUDA $cuda_version) on $gpu_name; LibTorch from $torch_prefix"
+  fi
+  case "$probe" in
+    OK\ *) ;;
+    NO_TORCH*)
+      if [ -f "$debian_torch/TorchConfig.cmake" ] && [ -e "/usr/lib/$multiarch/libtorch_cuda.so" ]; then
+        torch_dir=$debian_torch  # Debian 13's libtorch-cuda-dev
+      else
+        die "no PyTorch in $PYTHON (${probe#NO_TORCH }), no Torch_DIR, and no Debian libtorch-cuda-dev ($debian_torch); this script needs a CUDA LibTorch 2.x"
+      fi ;;
+    OLD_TORCH*) die "PyTorch ${probe#OLD_TORCH } in $PYTHON is older than 2.x" ;;
+    NO_CUDA_BUILD*) die "PyTorch ${probe#NO_CUDA_BUILD } in $PYTHON is a CPU-only build (torch.version.cuda is None)" ;;
+    NO_GPU*) die "PyTorch ${probe#NO_GPU } in $PYTHON sees no GPU (torch.cuda.is_available() is False)" ;;
+    *) die "unexpected answer from $PYTHON: $probe" ;;
+  esac
+fi
+if [ -n "$torch_dir" ]; then
+  # A LibTorch without Python: its version from CMake's version file, its CUDA library beside
+  # libtorch.so, the GPU from the driver.
+  [ -f "$torch_dir/TorchConfig.cmake" ] || die "Torch_DIR=$torch_dir holds no TorchConfig.cmake"
+  torch_version=$(sed -n 's/^set(PACKAGE_VERSION "\([^"]*\)").*/\1/p' "$torch_dir/TorchConfigVersion.cmake" 2>/dev/null | head -n1)
+  [ -n "$torch_version" ] || die "Torch_DIR=$torch_dir: no PACKAGE_VERSION in TorchConfigVersion.cmake"
+  [ "${torch_version%%.*}" -ge 2 ] 2>/dev/null || die "LibTorch $torch_version in $torch_dir is older than 2.x"
+  libdir=""
+  for d in "$torch_dir/../../../lib" "$torch_dir/../.." "/usr/lib/$multiarch"; do
+    if [ -e "$d/libtorch_cuda.so" ]; then libdir=$(cd "$d" && pwd); break; fi
+  done
+  [ -n "$libdir" ] || die "LibTorch $torch_version in $torch_dir is a CPU-only build (no libtorch_cuda.so beside it)"
+  command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi not found: no NVIDIA driver on this machine, so no GPU for LibTorch $torch_version"
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
+  [ -n "$gpu_name" ] || die "nvidia-smi lists no GPU"
+  cuda_version=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1 (driver)/p' | head -n1)
+  torch_prefix=$torch_dir
+  step "LibTorch $torch_version (CUDA ${cuda_version:-?}) from $libdir on $gpu_name; Torch_DIR $torch_dir"
+else
+  IFS='|' read -r torch_version cuda_version gpu_name torch_prefix <<<"${probe#OK }"
+  step "PyTorch $torch_version (CUDA $cuda_version) on $gpu_name; LibTorch from $torch_prefix"
+fi
 for tool in cmake ninja c++; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found (needed to build; docs/build.md, 'GPU build')"
 done
@@ -97,7 +136,7 @@ if command -v ccache >/dev/null 2>&1; then
 fi
 if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DRDATTN_TRAINER_ONLY=ON -DRDATTN_BUILD_TESTS=OFF -DRDATTN_BUILD_BENCHMARKS=ON \
-  -DCMAKE_PREFIX_PATH="$torch_prefix" "${launcher[@]}" "${cli11[@]}"; then
+  -DCMAKE_PREFIX_PATH="$torch_prefix" ${torch_dir:+-DTorch_DIR="$torch_dir"} "${launcher[@]}" "${cli11[@]}"; then
   echo "gpu_check: configuring failed. The trainer-only build still needs nlohmann-json, PCRE2" >&2
   echo "  (libpcre2-dev) and CLI11 (libcli11-dev, or CLI11_INCLUDE_DIR) besides LibTorch; see" >&2
   echo "  docs/build.md, 'GPU build'." >&2

@@ -9,6 +9,8 @@
 #
 #   rdattn_sanitize_builds_start / _wait / _stop   both sanitizer builds in the background, at
 #                           nice 19 (scripts/test.sh): start them, wait for them, or kill them
+#   rdattn_debian13_builds_start / _wait / _stop   the Debian 13 roots and builds of the
+#                           debian13 ctests (tests/debian13), in the background at nice 19
 #
 # Knobs (environment): RDATTN_BUILD_DIR (default build), RDATTN_JOBS (default 2),
 # RDATTN_TEST_JOBS (tests at a time in scripts/test.sh, default 2),
@@ -125,6 +127,51 @@ rdattn_sanitize_env() {
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
+}
+
+# The Debian 13 checks (docs/build.md, "Debian 13"): their roots (scripts/debian13.sh; downloads
+# from the Debian mirror the first time) and their builds, in a background subshell at nice 19
+# like the sanitizer builds, so that the debian13 ctests (run in a phase of their own) find them
+# done. The CPU root and build first (two checks use it), then the CUDA ones. Output:
+# BUILD_DIR/debian13-build.log; _wait prints each step's time, or the log's tail.
+RDATTN_DEBIAN13_PID=""
+RDATTN_DEBIAN13_LOG="$RDATTN_BUILD_DIR/debian13-build.log"
+rdattn_debian13_builds_start() {
+  echo "==> [debian13-build] Debian 13 roots and builds, in the background at nice 19: $RDATTN_DEBIAN13_LOG"
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    step() {
+      local t0=$SECONDS
+      "$@" || exit
+      echo "==> $* done in $((SECONDS - t0)) s"
+    }
+    d13="$RDATTN_ROOT/scripts/debian13.sh"
+    step "$d13" --flavor cpu prepare
+    step "$d13" --flavor cpu run -- tests/debian13/check.sh cpu build
+    step "$d13" --flavor cuda prepare
+    step "$d13" --flavor cuda run -- tests/debian13/check.sh cuda build
+  ) >"$RDATTN_DEBIAN13_LOG" 2>&1 &
+  RDATTN_DEBIAN13_PID=$!
+}
+
+rdattn_debian13_builds_wait() {
+  local rc=0
+  [ -n "$RDATTN_DEBIAN13_PID" ] || { echo "rdattn: no Debian 13 build was started" >&2; return 2; }
+  wait "$RDATTN_DEBIAN13_PID" || rc=$?
+  RDATTN_DEBIAN13_PID=""
+  if [ "$rc" -ne 0 ]; then
+    tail -n 80 "$RDATTN_DEBIAN13_LOG" >&2
+    echo "rdattn: a Debian 13 root or build failed (exit $rc); whole log: $RDATTN_DEBIAN13_LOG" >&2
+    return "$rc"
+  fi
+  grep '^==> .* done in' "$RDATTN_DEBIAN13_LOG" || true
+}
+
+rdattn_debian13_builds_stop() {
+  [ -n "$RDATTN_DEBIAN13_PID" ] || return 0
+  rdattn_kill_tree "$RDATTN_DEBIAN13_PID"
+  wait "$RDATTN_DEBIAN13_PID" 2>/dev/null || true
+  RDATTN_DEBIAN13_PID=""
 }
 
 RDATTN_PHASE=""

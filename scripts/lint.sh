@@ -2,7 +2,7 @@
 # The linters (issue 12, step 8), each over a stated set of files:
 #  - format: clang-format --dry-run --Werror on every tracked C++ file (tests/lint/format_test.sh,
 #    the rule of the ctest `format`);
-#  - shellcheck -x on the shell scripts of scripts/, deploy/slurm/ and tests/lint/;
+#  - shellcheck -x on the shell scripts of scripts/, deploy/slurm/, tests/lint/ and tests/debian13/;
 #  - tidy: clang-tidy (.clang-tidy) on the non-LibTorch sources of common/ model/ proto/contract/
 #    worker/ coordinator/ client/ (tests/lint/tidy_test.sh). It needs BUILD_DIR's
 #    compile_commands.json and generated headers, so run it after a build.
@@ -55,7 +55,7 @@ status format $?
 
 # --- shellcheck -----------------------------------------------------------------------------------
 mapfile -t scripts < <(git ls-files -co --exclude-standard 'scripts/*.sh' 'deploy/slurm/*.sh' \
-  'deploy/slurm/*.sbatch' 'tests/lint/*.sh')
+  'deploy/slurm/*.sbatch' 'tests/lint/*.sh' 'tests/debian13/*.sh')
 echo "lint: shellcheck: ${#scripts[@]} scripts: ${scripts[*]}"
 if ! command -v shellcheck >/dev/null 2>&1; then
   echo "lint: shellcheck not found (Debian package shellcheck; scripts/setup.sh installs it)" >&2

@@ -596,7 +596,7 @@ def case_cpu_fallback(env):
 
 def case_attention_sdpa(env):
     """--attention sdpa (LibTorch >= 2.1): the job trains to the end through SDPA on the CPU, with
-    losses that follow the default kernel's to float32 rounding; --attention rdattn is the
+    losses that follow the default kernel's to 1e-6 (2.7e-8 measured on LibTorch 2.6); --attention rdattn is the
     default's bits."""
     over = dict(schedule__total_tokens=12 * 512, schedule__milestones_tokens=[6 * 512], checkpoint__dir="")
     _, default = env.run(env.job("attn_default", **over))
@@ -607,7 +607,7 @@ def case_attention_sdpa(env):
     check(all(ld[s] == lo[s] for s in ld), "--attention rdattn gives the default's bits on the CPU")
     worst = max(abs(ld[s] - ls[s]) / abs(ld[s]) for s in ld)
     print("worst relative loss difference, sdpa vs rdattn's kernel over 12 steps: %.3g" % worst)
-    check(worst <= 1e-4, "sdpa's losses follow rdattn's kernel to 1e-4 relative (worst %.3g)" % worst)
+    check(worst <= 1e-6, "sdpa's losses follow rdattn's kernel to 1e-6 relative (worst %.3g)" % worst)
     p, _ = env.run(env.job("attn_bad", **over), extra=["--attention", "flash"], check=False)
     check(p.returncode == 2 and "--attention" in p.stderr, "an unknown kernel is refused: %s" % p.stderr.strip()[-200:])
 
