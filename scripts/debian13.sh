@@ -66,15 +66,16 @@ SERVICE=(
 case "$flavor" in
   cpu) PACKAGES=("${COMMON[@]}" libtorch-dev libgloo-dev) ;;
   # libtorch-cuda-2.6 depends on libgloo-cuda-0, which conflicts with libgloo0 (libgloo-dev):
-  # the CUDA root takes libgloo-cuda-dev instead. nvidia-cudnn is not installed: it is an
-  # installer that downloads cuDNN from NVIDIA in its post-install script (docs/build.md).
+  # the CUDA root takes libgloo-cuda-dev instead. nvidia-cudnn comes along (libtorch-cuda-2.6
+  # depends on it) with its download declined; see prepare below and docs/build.md, "cuDNN".
   cuda) PACKAGES=("${COMMON[@]}" libtorch-cuda-dev libgloo-cuda-dev nvidia-cuda-toolkit libnccl-dev
           "${SERVICE[@]}") ;;
   # scripts/setup.sh's list, less what Debian 13 has no more (clang-14: its clang is 19) and
-  # what the full check does not run (fuzzing, containers, Slurm).
+  # what the full check does not run (fuzzing, containers; Slurm is installed because configuring
+  # needs it, its tests are not run).
   full) PACKAGES=("${COMMON[@]}" libtorch-dev libgloo-dev "${SERVICE[@]}"
           git curl xz-utils python3-grpcio python3-protobuf prometheus openssl iproute2 procps
-          nodejs npm jargon-text gnuplot-nox clang-format clang-tidy shellcheck) ;;
+          nodejs npm jargon-text gnuplot-nox clang-format clang-tidy shellcheck slurm-wlm munge) ;;
   *) die "unknown flavor '$flavor' (cpu, cuda or full)" ;;
 esac
 
