@@ -16,8 +16,7 @@
 #   tests/debian13/check.sh full   the whole service on Debian 13 (gRPC 1.51, protobuf 3.21,
 #                                  abseil 20240722, prometheus-cpp, OpenMPI 5, LibTorch 2.6 CPU):
 #                                  the full build with -Werror and its unit and integration
-#                                  tests (not the container, Slurm, fuzz and lint ones): 674 of
-#                                  675 passed, the one failing being Slurm's (see below); not in
+#                                  tests (not the container, Slurm, fuzz and lint ones); not in
 #                                  CI (too long for its budget): scripts/debian13.sh --flavor
 #                                  full run -- tests/debian13/check.sh full
 #   ... build                      only the build step of the mode (scripts/test.sh runs it in
