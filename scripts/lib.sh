@@ -132,7 +132,8 @@ rdattn_sanitize_env() {
 # The Debian 13 checks (docs/build.md, "Debian 13"): their roots (scripts/debian13.sh; downloads
 # from the Debian mirror the first time) and their builds, in a background subshell at nice 19
 # like the sanitizer builds, so that the debian13 ctests (run in a phase of their own) find them
-# done. The CPU root and build first (two checks use it), then the CUDA ones. Output:
+# done. The CPU root first, then the CPU build and the CUDA root side by side, then the CUDA
+# build. Output:
 # BUILD_DIR/debian13-build.log; _wait prints each step's time, or the log's tail.
 RDATTN_DEBIAN13_PID=""
 RDATTN_DEBIAN13_LOG="$RDATTN_BUILD_DIR/debian13-build.log"
@@ -147,8 +148,11 @@ rdattn_debian13_builds_start() {
     }
     d13="$RDATTN_ROOT/scripts/debian13.sh"
     step "$d13" --flavor cpu prepare
+    # The CUDA root's download and unpacking (the mirror and the disk) beside the CPU build.
+    (step "$d13" --flavor cuda prepare) &
+    cuda_root=$!
     step "$d13" --flavor cpu run -- tests/debian13/check.sh cpu build
-    step "$d13" --flavor cuda prepare
+    wait "$cuda_root" || exit
     step "$d13" --flavor cuda run -- tests/debian13/check.sh cuda build
   ) >"$RDATTN_DEBIAN13_LOG" 2>&1 &
   RDATTN_DEBIAN13_PID=$!

@@ -14,5 +14,5 @@ add_test(NAME debian13_docker
          COMMAND ${RDATTN_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/deploy/container_cuda_test.py
                  --source ${PROJECT_SOURCE_DIR} --mode full
                  --log ${PROJECT_BINARY_DIR}/debian13_docker.build.log)
-set_tests_properties(debian13_docker PROPERTIES TIMEOUT 3600 LABELS "debian13;debian13_docker;container"
+set_tests_properties(debian13_docker PROPERTIES TIMEOUT 3600 LABELS "deploy;debian13;debian13_docker;container"
                      SKIP_RETURN_CODE 77 RESOURCE_LOCK container)
