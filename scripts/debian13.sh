@@ -159,7 +159,10 @@ prepare() (
   cp -a "$cache/base-$SUITE" "$tmp"
   rm -f "$tmp/.rdattn-complete"
   cp /etc/resolv.conf "$tmp/etc/resolv.conf"
-  # Only the named packages: no recommends (as the images do), no documentation.
+  # Only the named packages: no recommends (as the images do). dpkg without its fsyncs
+  # (--force-unsafe-io): a root that a crash leaves half made is a temporary folder, removed by
+  # the next run, and the fsyncs of some 10 GB of CUDA files would stall the machine's other
+  # disk writers (scripts/test.sh runs this beside the tests).
   printf '%s\n' 'APT::Install-Recommends "false";' 'APT::Install-Suggests "false";' \
     >"$tmp/etc/apt/apt.conf.d/90rdattn"
   # nvidia-cudnn (pulled in by libtorch-cuda-2.6) downloads cuDNN from NVIDIA in its
@@ -167,7 +170,8 @@ prepare() (
   # it installs nothing and succeeds; scripts/cudnn_stub.sh then gives libtorch_cuda.so the
   # libcudnn.so.9 it names (docs/build.md, "cuDNN").
   if ! in_root "$tmp" "echo 'nvidia-cudnn nvidia-cudnn/question select I Decline' | debconf-set-selections \
-        && apt-get update -qq && apt-get install -y -qq ${PACKAGES[*]} >/tmp/apt.log 2>&1 \
+        && apt-get update -qq && apt-get install -y -qq -o Dpkg::Options::=--force-unsafe-io \
+           ${PACKAGES[*]} >/tmp/apt.log 2>&1 \
         || { tail -n 40 /tmp/apt.log; exit 1; }"; then
     rm -rf -- "$tmp"
     die "installing the $flavor packages failed"

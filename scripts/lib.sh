@@ -141,6 +141,9 @@ rdattn_debian13_builds_start() {
   echo "==> [debian13-build] Debian 13 roots and builds, in the background at nice 19: $RDATTN_DEBIAN13_LOG"
   (
     renice -n 19 -p "$BASHPID" >/dev/null
+    # The idle I/O class too: the roots' package installs write gigabytes, and the tests beside
+    # them wait on fsync (SQLite, checkpoints).
+    ionice -c 3 -p "$BASHPID" 2>/dev/null || true
     step() {
       local t0=$SECONDS
       "$@" || exit
