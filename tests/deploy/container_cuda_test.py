@@ -43,11 +43,9 @@ import glob
 import json
 import math
 import os
-import random
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -266,38 +264,10 @@ def image_size(b, ref):
     return b("images", "--format", "{{.Size}}", ref).stdout.strip().splitlines()[0]
 
 
-# ---- the tiny job, as tests/trainer/trainer_cli_test.py writes it (llm.c shards, a RunSpec)
-EOT = 256
-
-
-def write_shard(path, tokens):
-    header = [20240520, 1, len(tokens)] + [0] * 253
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", *header))
-        f.write(struct.pack("<%dH" % len(tokens), *tokens))
-
-
-def corpus(seed, docs, words_per_doc):
-    """A byte-level corpus from a small Markov chain over words: learnable structure."""
-    rng = random.Random(seed)
-    vocab = ["the", "model", "reads", "depth", "value", "query", "block", "routes", "over", "layers",
-             "and", "a", "residual", "stream", "with", "learned", "softmax", "mixture", "of", "sources"]
-    nxt = {w: rng.sample(vocab, 4) for w in vocab}
-    tokens = []
-    for _ in range(docs):
-        w = rng.choice(vocab)
-        words = []
-        for _ in range(words_per_doc):
-            words.append(w)
-            w = rng.choice(nxt[w])
-        tokens.append(EOT)
-        tokens.extend(" ".join(words).encode())
-    return tokens
-
-
-def read_events(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+# ---- the tiny job: the llm.c shards and read_events of tests/trainer/trainer_cli_test.py (the
+# same synthetic corpus as the trainer's end-to-end tests), and a RunSpec
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trainer"))
+from trainer_cli_test import corpus, read_events, write_shard  # noqa: E402
 
 
 def write_work(work):
