@@ -162,77 +162,76 @@ void AdamW::Step() {
 }
 
 namespace {
-AdamWParamState FreshState(const at::Tensor& p) {
-  // As torch's step creates it.
-  AdamWParamState s;
-  s.exp_avg = at::zeros_like(p, at::MemoryFormat::Preserve);
-  s.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
-  return s;
+
+// Every parameter with a gradient, in group order, with its state (created at its first step as
+// torch creates it: step 0, exp_avg and exp_avg_sq zeros_like the parameter) after the step
+// count is advanced: f(p, state, the group's weight decay). The walk both steps share.
+template <typename F>
+void ForEachStepped(std::vector<AdamWGroup>& groups,
+                    std::vector<std::vector<std::optional<AdamWParamState>>>& state, F&& f) {
+  c10::NoGradGuard no_grad;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    for (size_t i = 0; i < groups[gi].params.size(); ++i) {
+      at::Tensor& p = groups[gi].params[i];
+      if (!p.grad().defined()) continue;
+      std::optional<AdamWParamState>& slot = state[gi][i];
+      if (!slot) {
+        slot.emplace();
+        slot->exp_avg = at::zeros_like(p, at::MemoryFormat::Preserve);
+        slot->exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
+      }
+      slot->step += 1;
+      f(p, *slot, groups[gi].weight_decay);
+    }
+  }
 }
+
 }  // namespace
 
 void AdamW::StepFused() {
-  c10::NoGradGuard no_grad;
   const double beta1 = hyper_.beta1, beta2 = hyper_.beta2;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const double wd = groups_[gi].weight_decay;
-    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
-      at::Tensor& p = groups_[gi].params[i];
-      if (!p.grad().defined()) continue;
-      std::optional<AdamWParamState>& slot = state_[gi][i];
-      if (!slot) slot = FreshState(p);
-      AdamWParamState& s = *slot;
-      s.step += 1;
-      const auto t = static_cast<double>(s.step);
-      adamw::Coefficients c;
-      c.apply_decay = wd != 0;
-      c.decay = 1 - lr_ * wd;
-      c.beta1 = beta1;
-      c.one_minus_beta1 = 1 - beta1;
-      c.beta2 = beta2;
-      c.one_minus_beta2 = 1 - beta2;
-      c.sqrt_bias2 = std::sqrt(1 - std::pow(beta2, t));
-      c.eps = hyper_.eps;
-      c.neg_step = -(lr_ / (1 - std::pow(beta1, t)));
-      const at::Tensor& g = p.grad();
-      if (p.scalar_type() == at::kDouble) {
-        RunKernel(p.data_ptr<double>(), g.data_ptr<double>(), s.exp_avg.data_ptr<double>(),
-                  s.exp_avg_sq.data_ptr<double>(), p.numel(), c);
-      } else {
-        RunKernel(p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg.data_ptr<float>(),
-                  s.exp_avg_sq.data_ptr<float>(), p.numel(), c);
-      }
-      // In-place updates, as torch's mul_/add_/addcdiv_ record them.
-      torch::autograd::impl::bump_version(p);
-      torch::autograd::impl::bump_version(s.exp_avg);
-      torch::autograd::impl::bump_version(s.exp_avg_sq);
+  ForEachStepped(groups_, state_, [&](at::Tensor& p, AdamWParamState& s, double wd) {
+    const auto t = static_cast<double>(s.step);
+    adamw::Coefficients c;
+    c.apply_decay = wd != 0;
+    c.decay = 1 - lr_ * wd;
+    c.beta1 = beta1;
+    c.one_minus_beta1 = 1 - beta1;
+    c.beta2 = beta2;
+    c.one_minus_beta2 = 1 - beta2;
+    c.sqrt_bias2 = std::sqrt(1 - std::pow(beta2, t));
+    c.eps = hyper_.eps;
+    c.neg_step = -(lr_ / (1 - std::pow(beta1, t)));
+    const at::Tensor& g = p.grad();
+    if (p.scalar_type() == at::kDouble) {
+      RunKernel(p.data_ptr<double>(), g.data_ptr<double>(), s.exp_avg.data_ptr<double>(),
+                s.exp_avg_sq.data_ptr<double>(), p.numel(), c);
+    } else {
+      RunKernel(p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg.data_ptr<float>(),
+                s.exp_avg_sq.data_ptr<float>(), p.numel(), c);
     }
-  }
+    // In-place updates, as torch's mul_/add_/addcdiv_ record them.
+    torch::autograd::impl::bump_version(p);
+    torch::autograd::impl::bump_version(s.exp_avg);
+    torch::autograd::impl::bump_version(s.exp_avg_sq);
+  });
 }
 
 void AdamW::StepAten() {
-  // torch::optim::AdamW::step's op sequence (amsgrad off), the same in 1.13 and 2.x.
-  c10::NoGradGuard no_grad;
+  // torch::optim::AdamW::step's op sequence (amsgrad off), the same in 1.13 and 2.x. torch decays
+  // before it makes a fresh state; the state's zeros depend only on p's shape, so making it first
+  // changes no bit.
   const double beta1 = hyper_.beta1, beta2 = hyper_.beta2;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const double wd = groups_[gi].weight_decay;
-    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
-      at::Tensor& p = groups_[gi].params[i];
-      if (!p.grad().defined()) continue;
-      const at::Tensor& grad = p.grad();
-      if (wd != 0) p.mul_(1 - lr_ * wd);
-      std::optional<AdamWParamState>& slot = state_[gi][i];
-      if (!slot) slot = FreshState(p);
-      AdamWParamState& s = *slot;
-      s.step += 1;
-      const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
-      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
-      s.exp_avg.mul_(beta1).add_(grad, 1 - beta1);
-      s.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-      const at::Tensor denom = (s.exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(hyper_.eps);
-      p.addcdiv_(s.exp_avg, denom, -(lr_ / bias_correction1));
-    }
-  }
+  ForEachStepped(groups_, state_, [&](at::Tensor& p, AdamWParamState& s, double wd) {
+    const at::Tensor& grad = p.grad();
+    if (wd != 0) p.mul_(1 - lr_ * wd);
+    const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
+    const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
+    s.exp_avg.mul_(beta1).add_(grad, 1 - beta1);
+    s.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+    const at::Tensor denom = (s.exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(hyper_.eps);
+    p.addcdiv_(s.exp_avg, denom, -(lr_ / bias_correction1));
+  });
 }
 
 void AdamW::Save(torch::serialize::OutputArchive& archive) const {
@@ -262,6 +261,16 @@ at::Tensor Moment(const at::Tensor& t, const at::Tensor& p, const std::string& n
   return t.to(p.device(), /*non_blocking=*/false, /*copy=*/true)
       .contiguous(p.suggest_memory_format());
 }
+
+// Parameter (g, i)'s state from an archive's step and moments (either archive kind).
+AdamWParamState LoadedState(int64_t step, const at::Tensor& m, const at::Tensor& v,
+                            const at::Tensor& p, size_t g, size_t i) {
+  AdamWParamState s;
+  s.step = step;
+  s.exp_avg = Moment(m, p, Key(g, i, "exp_avg"));
+  s.exp_avg_sq = Moment(v, p, Key(g, i, "exp_avg_sq"));
+  return s;
+}
 }  // namespace
 
 void AdamW::Load(torch::serialize::InputArchive& archive) {
@@ -281,11 +290,7 @@ void AdamW::Load(torch::serialize::InputArchive& archive) {
         if (!archive.try_read(Key(g, i, "exp_avg"), m) ||
             !archive.try_read(Key(g, i, "exp_avg_sq"), v))
           throw std::runtime_error("optimizer state " + Key(g, i, "exp_avg{,_sq}") + " is missing");
-        AdamWParamState s;
-        s.step = step.item<int64_t>();
-        s.exp_avg = Moment(m, p, Key(g, i, "exp_avg"));
-        s.exp_avg_sq = Moment(v, p, Key(g, i, "exp_avg_sq"));
-        loaded[g][i] = std::move(s);
+        loaded[g][i] = LoadedState(step.item<int64_t>(), m, v, p, g, i);
       }
     }
   } else {
@@ -305,11 +310,7 @@ void AdamW::Load(torch::serialize::InputArchive& archive) {
         const std::optional<torch_compat::AdamWParamStateView> view =
             torch_compat::TorchAdamWState(legacy, p);
         if (!view) continue;
-        AdamWParamState s;
-        s.step = view->step;
-        s.exp_avg = Moment(view->exp_avg, p, Key(g, i, "exp_avg"));
-        s.exp_avg_sq = Moment(view->exp_avg_sq, p, Key(g, i, "exp_avg_sq"));
-        loaded[g][i] = std::move(s);
+        loaded[g][i] = LoadedState(view->step, view->exp_avg, view->exp_avg_sq, p, g, i);
       }
     }
   }
