@@ -78,24 +78,38 @@ rdattn_sanitize_builds_start() {
 }
 
 rdattn_sanitize_builds_wait() {
-  local rc=0
-  [ -n "$RDATTN_SANITIZE_PID" ] || { echo "rdattn: no sanitizer build was started" >&2; return 2; }
-  wait "$RDATTN_SANITIZE_PID" || rc=$?
+  local pid=$RDATTN_SANITIZE_PID
   RDATTN_SANITIZE_PID=""
-  if [ "$rc" -ne 0 ]; then
-    tail -n 80 "$RDATTN_SANITIZE_LOG" >&2
-    echo "rdattn: the sanitizer build failed (exit $rc); whole log: $RDATTN_SANITIZE_LOG" >&2
-    return "$rc"
-  fi
-  grep '^==> ' "$RDATTN_SANITIZE_LOG" || true
+  rdattn_background_wait "$pid" "$RDATTN_SANITIZE_LOG" "sanitizer build" '^==> '
 }
 
 # Kills a background sanitizer build and everything it started (a no-op when none runs).
 rdattn_sanitize_builds_stop() {
-  [ -n "$RDATTN_SANITIZE_PID" ] || return 0
-  rdattn_kill_tree "$RDATTN_SANITIZE_PID"
-  wait "$RDATTN_SANITIZE_PID" 2>/dev/null || true
+  rdattn_background_stop "$RDATTN_SANITIZE_PID"
   RDATTN_SANITIZE_PID=""
+}
+
+# The wait and the stop of a background job that a _start function above started in this shell.
+#   rdattn_background_wait PID LOG WHAT PATTERN   waits for PID; when it failed, prints LOG's
+#       tail and that WHAT failed, and returns its status; else prints LOG's lines that match
+#       PATTERN (the steps' times)
+#   rdattn_background_stop PID   kills PID and everything it started (a no-op for "")
+rdattn_background_wait() {
+  local pid=$1 log=$2 what=$3 pattern=$4 rc=0
+  [ -n "$pid" ] || { echo "rdattn: no $what was started" >&2; return 2; }
+  wait "$pid" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 80 "$log" >&2
+    echo "rdattn: the $what failed (exit $rc); whole log: $log" >&2
+    return "$rc"
+  fi
+  grep "$pattern" "$log" || true
+}
+
+rdattn_background_stop() {
+  [ -n "$1" ] || return 0
+  rdattn_kill_tree "$1"
+  wait "$1" 2>/dev/null || true
 }
 
 rdattn_kill_tree() {
@@ -162,22 +176,13 @@ rdattn_debian13_builds_start() {
 }
 
 rdattn_debian13_builds_wait() {
-  local rc=0
-  [ -n "$RDATTN_DEBIAN13_PID" ] || { echo "rdattn: no Debian 13 build was started" >&2; return 2; }
-  wait "$RDATTN_DEBIAN13_PID" || rc=$?
+  local pid=$RDATTN_DEBIAN13_PID
   RDATTN_DEBIAN13_PID=""
-  if [ "$rc" -ne 0 ]; then
-    tail -n 80 "$RDATTN_DEBIAN13_LOG" >&2
-    echo "rdattn: a Debian 13 root or build failed (exit $rc); whole log: $RDATTN_DEBIAN13_LOG" >&2
-    return "$rc"
-  fi
-  grep '^==> .* done in' "$RDATTN_DEBIAN13_LOG" || true
+  rdattn_background_wait "$pid" "$RDATTN_DEBIAN13_LOG" "Debian 13 root or build" '^==> .* done in'
 }
 
 rdattn_debian13_builds_stop() {
-  [ -n "$RDATTN_DEBIAN13_PID" ] || return 0
-  rdattn_kill_tree "$RDATTN_DEBIAN13_PID"
-  wait "$RDATTN_DEBIAN13_PID" 2>/dev/null || true
+  rdattn_background_stop "$RDATTN_DEBIAN13_PID"
   RDATTN_DEBIAN13_PID=""
 }
 
