@@ -23,7 +23,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libopenmpi-dev openmpi-bin libsqlite3-dev sqlite3
-  nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libcli11-dev
+  nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libcli11-dev libxxhash-dev
   nodejs npm jargon-text gnuplot-nox prometheus python3-grpcio python3-protobuf
   slurm-wlm munge iproute2
   clang-14 libclang-rt-14-dev llvm-14 openssl clang-format clang-tidy shellcheck
