@@ -124,6 +124,7 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
   input.counted_attempts = job.attempts - job.preemptions;
   input.max_attempts = job.max_attempts;
   input.cancel_requested = job.cancel_requested;
+  if (ctx.no_retry) input.counted_attempts = std::max(input.counted_attempts, input.max_attempts);
   RDATTN_ASSIGN_OR_RETURN(TransitionResult t, Transition(job.state, event, input));
 
   for (JobAction action : t.actions) {

@@ -157,6 +157,9 @@ class Core {
     std::string stderr_tail;
     std::string message;
     std::string reason;  // JobStateChange.reason, failure_reason
+    // A failure of the job's input (data identity): FAILED now, whatever attempts are left,
+    // since another attempt would read the same data.
+    bool no_retry = false;
   };
 
   StatusOr<JobState> ApplyJobEvent(JobRow& job, JobEvent event, const EventContext& ctx)

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "coordinator/core.h"
+#include "coordinator/data_identity.h"
 
 #include <absl/cleanup/cleanup.h>
 #include "common/log.h"
@@ -289,6 +290,22 @@ StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
       }
       job.update_us = row.time_us;
       RDATTN_RETURN_IF_ERROR(store_->UpdateJob(job));
+      // Data identity (data_identity.h): an attempt that reads other data than the job's first
+      // attempt or the other arms of its pair fails the job now; retrying reads the same data.
+      if (event.kind() == pb::MetricEvent::KIND_INIT) {
+        RDATTN_ASSIGN_OR_RETURN(const std::string changed,
+                                CheckInitDataIdentity(*store_, job, event));
+        if (!changed.empty()) {
+          EventContext ctx;
+          ctx.outcome = "FAILED";
+          ctx.message = changed;
+          ctx.reason = changed +
+                       " (not retried: another attempt would read the same data; restore the "
+                       "shard or prepare the data again, then submit the sweep again)";
+          ctx.no_retry = true;
+          RDATTN_RETURN_IF_ERROR(ApplyJobEvent(job, JobEvent::kCompleteFailed, ctx).status());
+        }
+      }
     }
     RDATTN_ASSIGN_OR_RETURN(result.last_seq, store_->MaxMetricSeq(job.id, job.attempts));
     return Status::Ok();

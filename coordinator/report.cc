@@ -19,6 +19,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "common/strings.h"
+#include "coordinator/data_identity.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/seed_policy.h"
 #include "coordinator/stats/plots.h"
@@ -366,6 +367,77 @@ StatusOr<std::vector<pb::ReportFile>> RenderPlots(const stats::ReportTables& tab
   return files;
 }
 
+// Data identity (docs/operations.md "Data identity"): within each pair group the reference
+// arm's job (else the first job with digests) fixes the data; a job whose INIT events carry
+// another data_digest, or whose attempts disagree among themselves, is excluded from every pair
+// with the reason. Jobs without digests (older trainers) are unknown and kept.
+void ExcludeDataMismatches(const ReportSource& source, const std::string& reference,
+                           std::vector<stats::RunResult>& runs) {
+  std::map<std::string, std::vector<EventRow>> inits;  // job id -> its INIT rows
+  for (const EventRow& e : source.events) {
+    if (!e.event.has_metric_event()) continue;
+    if (e.event.metric_event().kind() != pb::MetricEvent::KIND_INIT) continue;
+    inits[e.job_id.empty() ? e.event.metric_event().job_id() : e.job_id].push_back(e);
+  }
+  auto first_of = [&](const std::string& job_id) -> const pb::MetricEvent* {
+    auto it = inits.find(job_id);
+    return it == inits.end() ? nullptr : FirstDigestedInit(it->second, INT32_MAX);
+  };
+  auto label = [](const JobRow& j, const pb::MetricEvent& e) {
+    return "job " + j.id + " (arm " + j.spec.arm() + ") attempt " + std::to_string(e.attempt());
+  };
+  std::map<std::string, std::vector<size_t>> groups;  // pair group -> indexes into jobs
+  for (size_t i = 0; i < source.jobs.size() && i < runs.size(); ++i) {
+    const JobRow& j = source.jobs[i];
+    const std::string key =
+        j.pair_group.empty() ? j.spec.scale() + "/" + std::to_string(j.spec.seed()) : j.pair_group;
+    groups[key].push_back(i);
+  }
+  for (const auto& [group, members] : groups) {
+    // The anchor: the reference arm's main job, else the first job with a digest (a job the
+    // coordinator failed for data identity never is).
+    const JobRow* anchor = nullptr;
+    const pb::MetricEvent* anchor_init = nullptr;
+    for (size_t i : members) {
+      const JobRow& j = source.jobs[i];
+      const pb::MetricEvent* e = first_of(j.id);
+      if (e == nullptr) continue;
+      if (j.state == JobState::kFailed && j.failure_reason.rfind(kDataIdentityReason, 0) == 0)
+        continue;  // the coordinator refused its data: they are not the pair's
+      const bool is_ref = j.spec.arm() == reference && j.spec.control_parent_arm().empty();
+      if (anchor == nullptr || is_ref) {
+        anchor = &j;
+        anchor_init = e;
+        if (is_ref) break;
+      }
+    }
+    for (size_t i : members) {
+      const JobRow& j = source.jobs[i];
+      const pb::MetricEvent* first = first_of(j.id);
+      if (first == nullptr) continue;
+      std::string why;
+      // Its own attempts first: a job whose data changed between attempts mixed two versions.
+      for (const EventRow& row : inits[j.id]) {
+        const pb::MetricEvent& e = row.event.metric_event();
+        why = DescribeDataDifference(*first, label(j, *first), e, label(j, e));
+        if (!why.empty()) break;
+      }
+      if (why.empty() && anchor != nullptr && anchor != &j) {
+        why = DescribeDataDifference(*anchor_init, label(*anchor, *anchor_init), *first,
+                                     label(j, *first));
+        if (!why.empty()) why = "its data differ from those of its pair: " + why;
+      } else if (!why.empty()) {
+        why = "its attempts read different data: " + why;
+      }
+      if (why.empty()) continue;
+      stats::RunResult& r = runs[i];
+      r.excluded = std::string(kDataIdentityReason) + why;
+      r.milestones.clear();
+      r.test_nll = kNaN;
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t ReportBootstrapSeed(const std::string& sweep_id) {
@@ -451,6 +523,7 @@ stats::ReportInput MakeStatsInput(const ReportSource& source, const std::string&
     }
     in.runs.push_back(std::move(r));
   }
+  ExcludeDataMismatches(source, in.reference_arm, in.runs);
   return in;
 }
 

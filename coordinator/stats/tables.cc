@@ -71,6 +71,10 @@ NllCell ValCell(const RunResult* run, int64_t milestone) {
   }
   cell.job_id = run->job_id;
   cell.state = run->state;
+  if (!run->excluded.empty()) {
+    cell.missing_reason = "not paired: " + run->excluded;
+    return cell;
+  }
   auto it = run->milestones.find(milestone);
   if (it != run->milestones.end() && Finite(it->second.val_nll)) {
     cell.present = true;
@@ -101,6 +105,10 @@ NllCell TestCell(const RunResult* run) {
   }
   cell.job_id = run->job_id;
   cell.state = run->state;
+  if (!run->excluded.empty()) {
+    cell.missing_reason = "not paired: " + run->excluded;
+    return cell;
+  }
   if (Finite(run->test_nll)) {
     cell.present = true;
     cell.nll = run->test_nll;
@@ -261,6 +269,11 @@ void AddMissing(const std::string& scale, const std::string& arm, uint64_t seed,
   }
   base.job_id = run->job_id;
   base.job_state = run->state;
+  if (!run->excluded.empty()) {
+    base.reason = "job " + run->state + ", not paired: " + run->excluded;
+    missing.push_back(base);
+    return;
+  }
   if (IsTerminal(run->state) && !HasAnyEvaluation(*run)) {
     base.reason = "job " + run->state + " without any evaluation" + WithReason(*run);
     missing.push_back(base);

@@ -56,6 +56,10 @@ struct RunResult {
   double tokens_per_second = kMissing;  // median over training steps; NaN or <= 0: unknown
   int64_t peak_memory_bytes = 0;        // 0: unknown
   double test_nll = kMissing;           // KIND_FINISHED test NLL; NaN: none
+  // Non-empty: this run saw other data than the runs it would be paired with (its INIT event's
+  // data_digest differs; docs/operations.md "Data identity"). Its cells are missing with this
+  // reason and it is never paired.
+  std::string excluded;
 };
 
 // A control of the sweep (SweepSpec.controls).

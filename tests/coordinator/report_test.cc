@@ -480,5 +480,70 @@ TEST(ReportTest, PlotsAreDrawnUnderTheGivenTempParent) {
   ASSERT_EQ(resp.files_size(), 1);
 }
 
+// Data identity (docs/operations.md "Data identity"): arms whose INIT events carry different
+// data digests are never paired; the reason names the shard; events without digests are unknown.
+void Digests(pb::MetricEvent& init, const std::string& train_digest) {
+  init.set_data_digest("xxh3:" + train_digest.substr(5, 8) + "00000000");
+  pb::ShardDigest* t = init.add_shard_digests();
+  t->set_role("train");
+  t->set_path("/d/t.bin");
+  t->set_digest(train_digest);
+  t->set_bytes(4096);
+  pb::ShardDigest* v = init.add_shard_digests();
+  v->set_role("val");
+  v->set_path("/d/v.bin");
+  v->set_digest("xxh3:00000000000000aa");
+  v->set_bytes(2048);
+}
+
+TEST(ReportTest, ArmsThatReadOtherDataAreNeverPaired) {
+  const std::string kOld = "xxh3:1111111111111111", kNew = "xxh3:2222222222222222";
+  Built b = Make();
+  for (uint64_t seed : {1, 2, 3}) {
+    b.Eval(b.JobOf(seed, "block").id, 6144, 4.0);
+    b.Eval(b.JobOf(seed, "rd").id, 6144, 3.9);
+  }
+  // Seed 1: both arms read the same data. Seed 2: rd read a rewritten train shard. Seed 3: no
+  // digests (a trainer older than digests): unknown, paired as before.
+  Digests(b.Add(b.JobOf(1, "block").id, pb::MetricEvent::KIND_INIT), kOld);
+  Digests(b.Add(b.JobOf(1, "rd").id, pb::MetricEvent::KIND_INIT), kOld);
+  Digests(b.Add(b.JobOf(2, "block").id, pb::MetricEvent::KIND_INIT), kOld);
+  Digests(b.Add(b.JobOf(2, "rd").id, pb::MetricEvent::KIND_INIT), kNew);
+  b.Add(b.JobOf(3, "block").id, pb::MetricEvent::KIND_INIT);
+  b.Add(b.JobOf(3, "rd").id, pb::MetricEvent::KIND_INIT);
+  pb::Report r = BuildReport(b.src, NoFiles()).report();
+  const pb::PairedRow* row = FindRow(r, "rd", 6144);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->n(), 2);  // seeds 1 and 3
+  ASSERT_EQ(row->pairs_size(), 3);
+  EXPECT_TRUE(row->pairs(0).complete());
+  EXPECT_TRUE(row->pairs(2).complete());
+  EXPECT_FALSE(row->pairs(1).complete());
+  EXPECT_TRUE(std::isnan(row->pairs(1).delta_nll()));
+  const std::string& why = row->pairs(1).missing_reason();
+  EXPECT_NE(why.find("not paired: data changed: "), std::string::npos) << why;
+  EXPECT_NE(why.find("shard /d/t.bin (train): " + kOld), std::string::npos) << why;
+  EXPECT_NE(why.find(kNew), std::string::npos) << why;
+  EXPECT_EQ(why.find("/d/v.bin"), std::string::npos) << why;  // the val shard did not change
+  bool listed = false;
+  for (const pb::MissingEntry& m : r.missing()) {
+    if (m.arm() == "rd" && m.seed() == 2) {
+      listed = true;
+      EXPECT_NE(m.reason().find("/d/t.bin"), std::string::npos) << m.reason();
+    }
+  }
+  EXPECT_TRUE(listed);
+
+  // A job whose own attempts read different data (resumed after a rewrite) is excluded too.
+  Digests(b.Add(b.JobOf(1, "rd").id, pb::MetricEvent::KIND_INIT, /*attempt=*/2), kNew);
+  r = BuildReport(b.src, NoFiles()).report();
+  row = FindRow(r, "rd", 6144);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->n(), 1);  // seed 3 only
+  EXPECT_NE(row->pairs(0).missing_reason().find("its attempts read different data"),
+            std::string::npos)
+      << row->pairs(0).missing_reason();
+}
+
 }  // namespace
 }  // namespace rdattn::coordinator

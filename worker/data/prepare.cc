@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/digest.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "worker/data/input.h"
@@ -369,7 +370,16 @@ StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& to
     Json shards = Json::array();
     const std::vector<int64_t> sizes = packer.ShardSizes(s);
     for (size_t i = 0; i < ss.shards.size(); ++i) {
-      shards.push_back(Json{{"file", ss.shards[i]}, {"tokens", i < sizes.size() ? sizes[i] : 0}});
+      // The content digest of the file as published (docs/operations.md "Data identity"): the
+      // trainer checks every shard it opens against it.
+      int64_t bytes = 0;
+      RDATTN_ASSIGN_OR_RETURN(
+          const std::string digest,
+          FileDigest((fs::path(opts.out_dir) / ss.shards[i]).string(), &bytes));
+      shards.push_back(Json{{"file", ss.shards[i]},
+                            {"tokens", i < sizes.size() ? sizes[i] : 0},
+                            {"bytes", bytes},
+                            {"digest", digest}});
     }
     e["shards"] = std::move(shards);
     jsplits[std::string(SplitName(s))] = std::move(e);

@@ -107,6 +107,16 @@ StatusOr<ShardInfo> CheckHeader(const std::string& path, int fd) {
   return info;
 }
 
+Shard::Stamp StampOfStat(const struct stat& st) {
+  Shard::Stamp s;
+  s.dev = static_cast<uint64_t>(st.st_dev);
+  s.ino = static_cast<uint64_t>(st.st_ino);
+  s.size = st.st_size;
+  s.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  s.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
+  return s;
+}
+
 bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
 }  // namespace
@@ -118,6 +128,12 @@ StatusOr<ShardInfo> ReadShardInfo(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) return OpenError(path, errno);
   return CheckHeader(path, fd.fd);
+}
+
+StatusOr<Shard::Stamp> StampOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return OpenError(path, errno);
+  return StampOfStat(st);
 }
 
 StatusOr<Shard> Shard::Open(const std::string& path, uint32_t vocab_size) {
@@ -136,6 +152,11 @@ StatusOr<Shard> Shard::Open(const std::string& path, uint32_t vocab_size) {
   void* map = ::mmap(nullptr, shard.map_bytes_, PROT_READ, MAP_PRIVATE, fd.fd, 0);
   if (map == MAP_FAILED) return InternalError(path + ": mmap failed: " + Errno(errno));
   shard.map_ = map;
+  {
+    struct stat st;
+    if (::fstat(fd.fd, &st) != 0) return InternalError(path + ": fstat failed: " + Errno(errno));
+    shard.stamp_ = StampOfStat(st);
+  }
   shard.tokens_ =
       reinterpret_cast<const uint16_t*>(static_cast<const char*>(map) + kShardHeaderBytes);
 
@@ -171,6 +192,7 @@ Shard& Shard::operator=(Shard&& other) noexcept {
     tokens_ = std::exchange(other.tokens_, nullptr);
     size_ = std::exchange(other.size_, 0);
     max_token_ = std::exchange(other.max_token_, 0);
+    stamp_ = std::exchange(other.stamp_, Stamp{});
   }
   return *this;
 }

@@ -51,6 +51,22 @@ class Shard {
   const std::string& path() const { return path_; }
   // The largest token id in the shard (found by the validation scan); 0 for an empty shard.
   uint16_t max_token() const { return max_token_; }
+  // The whole file as mapped (header and tokens): what the content digest covers.
+  const void* file_data() const { return map_; }
+  size_t file_bytes() const { return map_bytes_; }
+  // The file's identity and times when it was opened (fstat of the descriptor that was mapped).
+  // An in-place rewrite shows through the mapping (MAP_PRIVATE pages that were never written
+  // follow the file), so the trainer compares this stamp with the path's later (shard_digest.h).
+  struct Stamp {
+    uint64_t dev = 0, ino = 0;
+    int64_t size = 0;
+    int64_t mtime_ns = 0, ctime_ns = 0;
+    bool operator==(const Stamp& o) const {
+      return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns &&
+             ctime_ns == o.ctime_ns;
+    }
+  };
+  const Stamp& stamp() const { return stamp_; }
 
  private:
   Shard() = default;
@@ -62,7 +78,11 @@ class Shard {
   const uint16_t* tokens_ = nullptr;
   int64_t size_ = 0;
   uint16_t max_token_ = 0;
+  Stamp stamp_;
 };
+
+// The stamp of `path` now (stat(2)); errors name the path.
+StatusOr<Shard::Stamp> StampOf(const std::string& path);
 
 // Expands a list of paths and glob(3) patterns (with ~ expansion) into one sorted,
 // de-duplicated list. A plain path must exist; a pattern must match at least one file; an empty

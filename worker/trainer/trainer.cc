@@ -24,6 +24,7 @@
 #include "worker/comm/buckets.h"          // provides: BroadcastAndVerify, GradientBuckets
 #include "worker/data/shard.h"            // provides: data::Shard
 #include "worker/trainer/checkpoint.h"    // provides: CheckpointMeta, Save/LoadCheckpoint
+#include "worker/trainer/data_identity.h"  // provides: WithShardDigests, AllShards
 #include "worker/trainer/evaluate.h"      // provides: Evaluate, DepthJson
 #include "worker/trainer/fence.h"         // provides: AttemptFence
 #include "worker/trainer/lr_schedule.h"   // provides: LearningRate
@@ -62,6 +63,16 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                           OpenShards(cfg.data.val_shards, vocab, "data.val_shards"));
   RDATTN_ASSIGN_OR_RETURN(const std::vector<data::Shard> test_shards,
                           OpenShards(cfg.data.test_shards, vocab, "data.test_shards"));
+  // Data identity (data_identity.h): every shard's content digest, checked against its manifest,
+  // for the INIT event; before each result, the check that no shard changed on disk since.
+  RDATTN_ASSIGN_OR_RETURN(const std::vector<data::ShardDigest> shard_digests,
+                          data::DigestAndVerifyAll(train_shards, val_shards, test_shards));
+  const std::vector<const data::Shard*> all_shards =
+      AllShards(train_shards, val_shards, test_shards);
+  auto data_unchanged = [&]() -> Status {
+    return AgreeOk(comm, rt, data::CheckShardsUnchanged(all_shards),
+                   AbortedError("a shard changed on disk on another rank"));
+  };
   const int64_t T = cfg.model.context;
   const WindowIndex train_index(Pointers(train_shards), T), val_index(Pointers(val_shards), T),
       test_index(Pointers(test_shards), T);
@@ -118,14 +129,15 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                        .blas_core = rt.cuda ? std::string() : cpu::BlasCore()};
   int64_t param_count = 0;
   for (const auto& p : params) param_count += p.numel();
-  emit("INIT", InitEvent(where, {.step = start_step,
+  emit("INIT", WithShardDigests(InitEvent(where, {.step = start_step,
                                  .tokens = start_step * s.global_batch_tokens,
                                  .param_count = param_count,
                                  .flops_per_token = flops.training(),
                                  .peak_flops_per_second = peak,
                                  .init_param_checksum = meta.init_checksum,
                                  .data_order_checksum = Hex64(DataOrderChecksum(
-                                     sampler, cfg.data.data_seed, s.total_steps))}));
+                                     sampler, cfg.data.data_seed, s.total_steps))}),
+                                shard_digests));
   for (const std::string& w : warnings) emit("WARNING", WarningEvent(start_step, w));
 
   // --- The two things a step's actions do: write a checkpoint (rank 0; every rank learns
@@ -153,6 +165,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
             evaluated,
             {.index = val_index, .windows = val_windows, .micro_batch = s.micro_batch_sequences},
             comm, rt, diag ? Diagnostics::kOn : Diagnostics::kOff));
+    RDATTN_RETURN_IF_ERROR(data_unchanged());  // the NLL is of the data digested at INIT
     auto& done = meta.evaluated_milestones;
     if (std::find(done.begin(), done.end(), milestone) == done.end()) done.push_back(milestone);
     emit("EVAL", EvalEvent({.step = completed,
@@ -274,6 +287,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     fin.test_nll = test.nll;
     fin.eval_tokens = test.tokens;
   }
+  RDATTN_RETURN_IF_ERROR(data_unchanged());
   emit("FINISHED", FinishedEvent(where, fin));
   return TrainOutcome::kFinished;
 }
