@@ -157,13 +157,13 @@ class Cluster:
         self.svc = self.cgrpc.SweepServiceStub(channel)
         return self.addr
 
-    def start_worker(self, name, ckpt_root=None):
+    def start_worker(self, name, ckpt_root=None, extra_args=()):
         workdir = os.path.join(self.tmp, name)
         root = ckpt_root or os.path.join(self.tmp, "ckpt")
         p = self._start([self.worker_bin, "--coordinator", self.addr, "--slots", "1", "--kind", "cpu",
                          "--workdir", workdir, "--checkpoint-root", root, "--train-binary", self.train,
-                         "--threads-per-rank", "1", "--hostname", name, "--worker-id", name, "--verbose"],
-                        name + ".log")
+                         "--threads-per-rank", "1", "--hostname", name, "--worker-id", name, "--verbose"]
+                        + list(extra_args), name + ".log")
         self.workers[name] = (p, workdir)
         return p
 

@@ -299,6 +299,120 @@ while true; do sleep 0.05; done
   EXPECT_EQ(done->term_signal(), SIGKILL);
 }
 
+// The progress watchdog (docs/operations.md, "Progress watchdog"): a trainer that stops itself
+// (SIGSTOP, as a frozen rank) after three steps is killed and reported FAILED "stalled: ...".
+TEST(WorkerTest, WatchdogKillsAFrozenRankAndReportsItStalled) {
+  Fixture f(R"(
+printf '{"seq":1,"kind":"KIND_INIT"}\n' >> "$events"
+for i in 1 2 3; do
+  sleep 0.05
+  printf '{"seq":%d,"kind":"KIND_TRAIN_STEP","step":%d}\n' $((i + 1)) $i >> "$events"
+done
+kill -STOP $$
+echo "never here" >&2
+)");
+  FakeCoordinator fake(WithJob(Job()));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto worker =
+      f.StartWorker(fake, {"--stall-floor-seconds", "1", "--stall-factor", "10",
+                           "--stall-startup-seconds", "5"});
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  auto done = fake.WaitForComplete(milliseconds(0));
+  ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
+  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_FAILED) << done->message();
+  EXPECT_EQ(done->term_signal(), SIGKILL) << done->message();  // SIGTERM stays pending
+  EXPECT_EQ(done->message().rfind("stalled: no progress for ", 0), 0u) << done->message();
+  EXPECT_NE(done->message().find("(last event: TRAIN_STEP at step 3; bound "), std::string::npos)
+      << done->message();
+  EXPECT_NE(done->message().find(" s from step time "), std::string::npos) << done->message();
+  EXPECT_EQ(done->stderr_tail().find("never here"), std::string::npos);
+  EXPECT_EQ(fake.stored_events().size(), 4u);
+  // About 1 s of silence, then 2 s of grace before the SIGKILL.
+  EXPECT_LT(took, std::chrono::seconds(10));
+  EXPECT_NE(ReadAll(f.log).find("stalled: no progress for"), std::string::npos);
+}
+
+// Under mpirun: rank 1 frozen, rank 0 blocked "in a collective" (ignoring SIGTERM, writing
+// nothing): the job stalls and every process of it is killed, mpirun included.
+TEST(WorkerTest, WatchdogKillsEveryRankOfAStalledMpirunJob) {
+  if (!FindExecutable("mpirun").ok()) GTEST_SKIP() << "mpirun not found";
+  Fixture f(R"(
+echo $$ > "$(dirname "$events")/rank-$OMPI_COMM_WORLD_RANK.pid"
+if [ "$OMPI_COMM_WORLD_RANK" = "0" ]; then
+  trap '' TERM
+  printf '{"seq":1,"kind":"KIND_INIT"}\n' >> "$events"
+  printf '{"seq":2,"kind":"KIND_TRAIN_STEP","step":1}\n' >> "$events"
+  while true; do sleep 0.05; done
+fi
+kill -STOP $$
+)");
+  FakeCoordinator fake(WithJob(Job(/*world_size=*/2)));
+  auto worker = f.StartWorker(fake, {"--slots", "2", "--stall-floor-seconds", "1",
+                                     "--stall-startup-seconds", "1"});
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
+  auto done = fake.WaitForComplete(milliseconds(0));
+  ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
+  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_FAILED) << done->message();
+  EXPECT_EQ(done->message().rfind("stalled: no progress for ", 0), 0u) << done->message();
+  for (int rank : {0, 1}) {
+    const std::string pid_file = f.attempt_dir() + "/rank-" + std::to_string(rank) + ".pid";
+    const pid_t pid = std::atoi(ReadAll(pid_file).c_str());
+    ASSERT_GT(pid, 0) << pid_file;
+    // Gone, or a zombie about to be reaped by whoever inherited it.
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      const std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
+      const size_t paren = stat.rfind(')');
+      gone = stat.empty() || (paren != std::string::npos && stat.size() > paren + 2 &&
+                              (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X'));
+      if (!gone) std::this_thread::sleep_for(milliseconds(50));
+    }
+    EXPECT_TRUE(gone) << "rank " << rank << " (pid " << pid << ") still runs";
+  }
+}
+
+// Silences within the bound are no stall: a slow start (startup allowance), and a 1.5 s
+// "evaluation" after steps of 0.3 s (10 x 0.3 s > 1.5 s > the 1 s floor).
+TEST(WorkerTest, WatchdogBoundFollowsTheJobsOwnStepTime) {
+  Fixture f(R"(
+sleep 1.5
+printf '{"seq":1,"kind":"KIND_INIT"}\n' >> "$events"
+for i in 1 2 3; do
+  sleep 0.3
+  printf '{"seq":%d,"kind":"KIND_TRAIN_STEP","step":%d}\n' $((i + 1)) $i >> "$events"
+done
+sleep 1.5
+printf '{"seq":5,"kind":"KIND_EVAL","step":3}\n' >> "$events"
+printf '{"seq":6,"kind":"KIND_FINISHED","step":3}\n' >> "$events"
+)");
+  FakeCoordinator fake(WithJob(Job()));
+  auto worker =
+      f.StartWorker(fake, {"--stall-floor-seconds", "1", "--stall-factor", "10",
+                           "--stall-startup-seconds", "5"});
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
+  auto done = fake.WaitForComplete(milliseconds(0));
+  ASSERT_TRUE(done.has_value()) << ReadAll(f.log);
+  EXPECT_EQ(done->outcome(), pb::JOB_OUTCOME_SUCCEEDED) << done->message();
+  EXPECT_EQ(ReadAll(f.log).find("stalled"), std::string::npos) << ReadAll(f.log);
+}
+
+TEST(WorkerTest, WatchdogFlagsAreChecked) {
+  Fixture f("exit 0\n");
+  FakeCoordinator fake(WithJob(Job()));
+  for (const char* flag : {"--stall-floor-seconds", "--stall-factor", "--stall-startup-seconds"}) {
+    auto worker = f.StartWorker(fake, {std::string(flag) + "=-1"});
+    ASSERT_NE(worker, nullptr);
+    EXPECT_EQ(f.WaitForWorker(worker.get()), 2) << flag;
+    EXPECT_NE(ReadAll(f.log).find(std::string(flag) + ": must be a number >= 0"),
+              std::string::npos)
+        << ReadAll(f.log);
+  }
+}
+
 TEST(WorkerTest, WorkerSigtermPreemptsTheJob) {
   Fixture f(R"(
 trap 'echo "checkpoint written" >&2; exit 75' TERM

@@ -2,6 +2,7 @@
 #include "worker/daemon/job_runner.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,8 +26,10 @@ bool Retryable(StatusCode code) {
          code == StatusCode::kResourceExhausted || code == StatusCode::kUnknown;
 }
 
+// `watch` (never empty) gets every event too: the progress watchdog.
 EventRelay::Options RelayOptions(const pb::LeaseJobResponse& lease, const JobPaths& paths,
-                                 const JobRunnerOptions& options) {
+                                 const JobRunnerOptions& options,
+                                 std::function<void(const pb::MetricEvent&)> watch) {
   EventRelay::Options o;
   o.events_path = paths.events;
   o.lease_id = lease.lease_id();
@@ -34,13 +37,35 @@ EventRelay::Options RelayOptions(const pb::LeaseJobResponse& lease, const JobPat
   o.run_id = lease.job().run().run_id().empty() ? lease.job().job_id() : lease.job().run().run_id();
   o.attempt = lease.job().attempt();
   o.poll_interval = options.event_poll_interval;
-  if (WorkerMetrics* metrics = options.metrics; metrics != nullptr) {
-    o.on_event = [metrics, job_id = o.job_id](const pb::MetricEvent& event) {
-      metrics->Observe(job_id, event);
-    };
-    o.on_parse_error = [metrics] { metrics->EventParseError(); };
-  }
+  WorkerMetrics* metrics = options.metrics;
+  o.on_event = [metrics, job_id = o.job_id,
+                watch = std::move(watch)](const pb::MetricEvent& event) {
+    if (metrics != nullptr) metrics->Observe(job_id, event);
+    watch(event);
+  };
+  if (metrics != nullptr) o.on_parse_error = [metrics] { metrics->EventParseError(); };
   return o;
+}
+
+Watchdog::Kind WatchKind(pb::MetricEvent::Kind kind) {
+  switch (kind) {
+    case pb::MetricEvent::KIND_INIT:
+      return Watchdog::Kind::kInit;
+    case pb::MetricEvent::KIND_TRAIN_STEP:
+      return Watchdog::Kind::kTrainStep;
+    case pb::MetricEvent::KIND_EVAL:
+      return Watchdog::Kind::kEval;
+    case pb::MetricEvent::KIND_CHECKPOINT:
+      return Watchdog::Kind::kCheckpoint;
+    case pb::MetricEvent::KIND_FINISHED:
+      return Watchdog::Kind::kFinished;
+    case pb::MetricEvent::KIND_FAILED:
+      return Watchdog::Kind::kFailed;
+    case pb::MetricEvent::KIND_WARNING:
+      return Watchdog::Kind::kWarning;
+    default:
+      return Watchdog::Kind::kOther;
+  }
 }
 
 std::string AttemptName(const pb::LeaseJobResponse& lease) {
@@ -79,7 +104,11 @@ JobRunner::JobRunner(pb::LeaseJobResponse lease, JobRunnerOptions options,
       client_(client),
       on_done_(std::move(on_done)),
       paths_(MakeJobPaths(options_.workdir, lease_.job().job_id(), lease_.job().attempt())),
-      relay_(std::make_unique<EventRelay>(RelayOptions(lease_, paths_, options_), client_)),
+      watchdog_(options_.watchdog),
+      relay_(std::make_unique<EventRelay>(
+          RelayOptions(lease_, paths_, options_,
+                       [this](const pb::MetricEvent& event) { NoteEvent(event); }),
+          client_)),
       last_renewal_(Clock::now()) {}
 
 JobRunner::~JobRunner() {
@@ -169,8 +198,30 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
   // first one came (mpirun still starting them) would otherwise miss it. The trainer's handler
   // only sets a flag, so repeats are harmless.
   constexpr auto kTermRepeat = std::chrono::seconds(1);
+  // The progress watchdog is checked every loop (50 ms), the event file's mtime every second and
+  // before a stall is called: a write is progress even when the relay has not read it (its
+  // thread may be blocked on a hung coordinator's stream), so only silent ranks are stopped.
+  constexpr auto kEventsStatInterval = std::chrono::seconds(1);
+  auto note_file_written = [this](Clock::time_point now) {
+    struct stat st {};
+    if (::stat(paths_.events.c_str(), &st) != 0) return;
+    const auto mtime = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::seconds(st.st_mtim.tv_sec) +
+            std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+    const auto age = std::max(std::chrono::system_clock::now() - mtime,
+                              std::chrono::system_clock::duration::zero());
+    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    watchdog_.Activity(now - std::chrono::duration_cast<Clock::duration>(age));
+  };
   std::optional<Clock::time_point> last_term;
   bool kill_sent = false;
+  std::optional<Clock::time_point> stall_kill_at;  // the watchdog stopped the ranks
+  Clock::time_point next_stat = Clock::now() + kEventsStatInterval;
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    watchdog_.Start(Clock::now());
+  }
   while (true) {
     if (std::optional<ExitStatus> exit = child->Wait(std::chrono::milliseconds(50))) return *exit;
     StopReason reason;
@@ -180,8 +231,34 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
       reason = stop_reason_;
       kill_at = kill_at_;
     }
-    if (reason == StopReason::kNone) continue;
     const auto now = Clock::now();
+    // Only while nothing else stops the ranks: a stopping rank may checkpoint in silence.
+    if (reason == StopReason::kNone && !stall_kill_at.has_value()) {
+      if (now >= next_stat) {
+        note_file_written(now);
+        next_stat = now + kEventsStatInterval;
+      }
+      std::optional<std::string> stalled = CheckStalled(now);
+      if (stalled.has_value()) {
+        note_file_written(now);
+        stalled = CheckStalled(now);
+      }
+      if (stalled.has_value()) {
+        LogWarning(AttemptName(lease_) + ": " + *stalled +
+                   "; stopping its ranks (SIGTERM, SIGKILL " +
+                   std::to_string(options_.stall_kill_grace.count()) + " ms later)");
+        if (options_.metrics != nullptr) options_.metrics->JobStalled();
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stalled_ = *stalled;
+        }
+        stall_kill_at = now + options_.stall_kill_grace;
+      }
+    }
+    if (stall_kill_at.has_value() && (!kill_at.has_value() || *stall_kill_at < *kill_at)) {
+      kill_at = stall_kill_at;
+    }
+    if (reason == StopReason::kNone && !stall_kill_at.has_value()) continue;
     if (kill_at.has_value() && now >= *kill_at) {
       if (!kill_sent) LogWarning(AttemptName(lease_) + ": ranks still running; SIGKILL");
       child->KillAll();
@@ -191,6 +268,17 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
       last_term = now;
     }
   }
+}
+
+void JobRunner::NoteEvent(const pb::MetricEvent& event) {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(watchdog_mu_);
+  watchdog_.Event(WatchKind(event.kind()), event.step(), now);
+}
+
+std::optional<std::string> JobRunner::CheckStalled(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(watchdog_mu_);
+  return watchdog_.Check(now);
 }
 
 void JobRunner::Run() {
@@ -286,6 +374,17 @@ void JobRunner::Run() {
   if (outcome == pb::JOB_OUTCOME_SUCCEEDED && !relayed.finished) {
     outcome = pb::JOB_OUTCOME_FAILED;
     message += "; but no KIND_FINISHED event was written";
+  }
+  // The watchdog stopped them (no stop order did): FAILED "stalled: ...", retried like any
+  // failure, whatever their exit, unless they finished the job after all.
+  std::string stalled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stalled = stalled_;
+  }
+  if (!stalled.empty() && reason == StopReason::kNone && outcome != pb::JOB_OUTCOME_SUCCEEDED) {
+    outcome = pb::JOB_OUTCOME_FAILED;
+    message = stalled + "; ranks " + message;
   }
   if (!drained.ok()) message += "; events: " + drained.ToString();
   if (relayed.bad_lines > 0)

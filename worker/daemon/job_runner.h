@@ -23,6 +23,7 @@
 #include "worker/daemon/metrics.h"
 #include "worker/daemon/outcome.h"
 #include "worker/daemon/process.h"
+#include "worker/daemon/watchdog.h"
 
 namespace rdattn::worker {
 
@@ -40,6 +41,10 @@ struct JobRunnerOptions {
   std::chrono::milliseconds drain_timeout{60000};      // to deliver the last events
   std::chrono::milliseconds complete_timeout{120000};  // to get CompleteJob through
   std::chrono::milliseconds rpc_timeout{10000};        // per CompleteJob call
+  // The progress watchdog (watchdog.h): a job silent for longer than its bound is stopped
+  // (SIGTERM, SIGKILL after stall_kill_grace) and reported FAILED "stalled: ...".
+  WatchdogOptions watchdog;
+  std::chrono::milliseconds stall_kill_grace{2000};
   // Optional (null: no metrics); outlives the runner. Gets the job's start and end and every
   // event the relay reads.
   WorkerMetrics* metrics = nullptr;
@@ -88,12 +93,19 @@ class JobRunner {
   ExitStatus Supervise(ChildProcess* child);
   void Complete(const pb::CompleteJobRequest& request);
   bool StopRequested(StopReason* reason, std::string* why) const;
+  // The watchdog's side (relay thread): one event of the attempt was read.
+  void NoteEvent(const pb::MetricEvent& event);
+  // The watchdog's verdict at `now` (supervisor thread); the reason when the job stalled.
+  std::optional<std::string> CheckStalled(Clock::time_point now);
 
   const pb::LeaseJobResponse lease_;
   const JobRunnerOptions options_;
   CoordinatorClient* const client_;
   const std::function<void()> on_done_;
   const JobPaths paths_;
+  // Before relay_, whose thread feeds it (declared first, destroyed last).
+  mutable std::mutex watchdog_mu_;
+  Watchdog watchdog_ ABSL_GUARDED_BY(watchdog_mu_);
   const std::unique_ptr<EventRelay> relay_;  // never null; started with the ranks
 
   mutable std::mutex mu_;
@@ -105,6 +117,7 @@ class JobRunner {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   Clock::time_point last_renewal_ ABSL_GUARDED_BY(mu_);
   uint64_t stored_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string stalled_ ABSL_GUARDED_BY(mu_);  // the watchdog's reason, once it stopped the ranks
 
   std::thread thread_;
 };

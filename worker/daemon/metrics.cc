@@ -192,6 +192,12 @@ WorkerMetrics::WorkerMetrics(std::chrono::milliseconds retention)
                               .Help("Event lines that did not parse (skipped)")
                               .Register(*registry_)
                               .Add({})),
+      jobs_stalled_(BuildCounter()
+                        .Name("rdattn_worker_jobs_stalled_total")
+                        .Help("Jobs stopped by the progress watchdog (no progress within their "
+                              "bound)")
+                        .Register(*registry_)
+                        .Add({})),
       heartbeat_failures_(BuildCounter()
                               .Name("rdattn_worker_heartbeat_failures_total")
                               .Help("Heartbeats that failed")
@@ -238,6 +244,8 @@ void WorkerMetrics::HeartbeatSucceeded(std::chrono::system_clock::time_point whe
 void WorkerMetrics::HeartbeatFailed() { heartbeat_failures_.Increment(); }
 
 void WorkerMetrics::EventParseError() { event_parse_errors_.Increment(); }
+
+void WorkerMetrics::JobStalled() { jobs_stalled_.Increment(); }
 
 Gauge* WorkerMetrics::JobGauge(JobSeries& job, Family<Gauge>& family, const Labels& extra) {
   const std::string key = SeriesKey(family, extra);

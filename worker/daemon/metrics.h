@@ -62,6 +62,8 @@ class WorkerMetrics {
   void HeartbeatFailed();
   // An events.jsonl line that did not parse.
   void EventParseError();
+  // The progress watchdog stopped a job that made no progress (docs/operations.md).
+  void JobStalled();
 
   // --- per job (by job id; labels from the JobSpec)
   // The job's ranks start: creates its series, rdattn_job_running = 1, the budget gauge. A job
@@ -119,6 +121,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Counter>& jobs_finished_;
   prometheus::Counter& events_relayed_;
   prometheus::Counter& event_parse_errors_;
+  prometheus::Counter& jobs_stalled_;
   prometheus::Counter& heartbeat_failures_;
   prometheus::Gauge& last_heartbeat_;
   prometheus::Gauge& slots_free_;

@@ -308,6 +308,7 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
   }
   job.event_poll_interval = options_.event_poll_interval;
   job.rpc_timeout = options_.rpc_timeout;
+  job.watchdog = options_.watchdog;
   job.complete_timeout = std::max(job.complete_timeout, options_.unreachable_grace);
   job.drain_timeout = std::max(job.drain_timeout, options_.unreachable_grace);
   job.metrics = options_.metrics;

@@ -49,6 +49,8 @@ struct WorkerOptions {
   // their events are kept for resending, for up to this long; then they checkpoint and stop.
   // Reports (CompleteJob) are retried as long.
   std::chrono::milliseconds unreachable_grace{30 * 60 * 1000};
+  // The progress watchdog of every job (watchdog.h; docs/operations.md "Progress watchdog").
+  WatchdogOptions watchdog;
   // Optional (null: no metrics); outlives the worker. The worker feeds it (identity, slots,
   // heartbeats, its jobs) and purges finished jobs' series from the heartbeat loop.
   WorkerMetrics* metrics = nullptr;

@@ -67,6 +67,9 @@ struct Flags {
   double cancel_grace = 10;
   double unreachable_grace = 1800;
   double event_poll = 0.2;
+  double stall_floor = 600;
+  double stall_factor = 20;
+  double stall_startup = 1800;
   std::string metrics_listen;
   std::string metrics_retention = "300";
   bool verbose = false;
@@ -110,6 +113,16 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "seconds a job's ranks keep running while the coordinator cannot be reached "
                  "(then they checkpoint and stop; > 0)");
   app.add_option("--event-poll", f.event_poll, "seconds between reads of a job's events.jsonl");
+  app.add_option("--stall-floor-seconds", f.stall_floor,
+                 "progress watchdog: a job with no event for max(this, --stall-factor x its "
+                 "slowest recent step) seconds is killed and retried as 'stalled' (0: no "
+                 "watchdog). Must exceed the longest evaluation or checkpoint write");
+  app.add_option("--stall-factor", f.stall_factor,
+                 "progress watchdog: the bound's multiple of the job's slowest recent step "
+                 "interval and of its slowest evaluation or checkpoint (0: the floor alone)");
+  app.add_option("--stall-startup-seconds", f.stall_startup,
+                 "progress watchdog: the least bound before a job's first step (start, data "
+                 "checks, checkpoint load, the first step)");
   app.add_option("--metrics-listen", f.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port "
                  "0 picks a free one; empty: off). docs/metrics.md");
@@ -276,6 +289,16 @@ int main(int argc, char** argv) {
   }
   options.unreachable_grace = Seconds(flags.unreachable_grace);
   options.event_poll_interval = Seconds(std::max(0.01, flags.event_poll));
+  for (const auto& [name, value] : {std::pair{"--stall-floor-seconds", flags.stall_floor},
+                                    std::pair{"--stall-factor", flags.stall_factor},
+                                    std::pair{"--stall-startup-seconds", flags.stall_startup}}) {
+    if (!std::isfinite(value) || value < 0) {
+      return usage(std::string(name) + ": must be a number >= 0, not " + std::to_string(value));
+    }
+  }
+  options.watchdog.floor = Seconds(flags.stall_floor);
+  options.watchdog.factor = flags.stall_factor;
+  options.watchdog.startup = Seconds(flags.stall_startup);
 
   const std::string metrics_listen = flags.metrics_listen;
   std::string metrics_host;
@@ -313,6 +336,14 @@ int main(int argc, char** argv) {
           std::to_string(options.threads_per_rank) + " thread(s) per rank, workdir " +
           options.workdir + ", checkpoints " + options.checkpoint_root + ", trainer " +
           options.train_binary);
+  if (options.watchdog.floor.count() > 0) {
+    using rdattn::strings::Fixed;
+    LogInfo("progress watchdog: a job silent for max(" + Fixed(flags.stall_floor, 1) + " s, " +
+            Fixed(flags.stall_factor, 1) + " x its slowest recent step) is stopped (at least " +
+            Fixed(flags.stall_startup, 1) + " s before its first step)");
+  } else {
+    LogInfo("progress watchdog: off (--stall-floor-seconds 0)");
+  }
 
   // The metrics outlive the worker (declared first); the exposer serves them until the end.
   std::unique_ptr<rdattn::worker::WorkerMetrics> metrics;
