@@ -433,8 +433,11 @@ def case_fence(env):
     job = env.job("fence", schedule__total_tokens=2000 * 512, checkpoint__every_steps=3)
     events = job.replace("job.json", "events.jsonl")
     ckpt = os.path.join(env.tmp, "fence", "ckpt")
+    asan = os.environ.get("ASAN_OPTIONS", "")  # under ASan, a dead frame's use is reported
     proc = subprocess.Popen([env.train, "train", "--job", job, "--events", events, "--attempt", "3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, ASAN_OPTIONS=(asan + ":" if asan else "") +
+                                     "detect_stack_use_after_return=1"))
     deadline = time.time() + 120
     while time.time() < deadline and not (os.path.exists(events) and len(losses(events)) >= 10):
         time.sleep(0.05)
@@ -448,6 +451,10 @@ def case_fence(env):
     print("fenced: attempt 3 stopped %.2f s after attempt 4's claim" % (time.time() - t0))
     check(proc.returncode != 0 and "fenced" in err, "the stale attempt stops, saying it is fenced: %s" %
           err.strip()[-200:])
+    check("ERROR: AddressSanitizer" not in err, "no sanitizer report (an ASan build): %s" %
+          "\n".join(ln for ln in err.splitlines() if "Sanitizer" in ln or "#" in ln)[:2000])
+    fenced_lines = [e for e in read_events(events) if "fenced" in e.get("error", "")]
+    check(not fenced_lines, "no KIND_FAILED 'fenced' event: a fenced rank writes nothing after it sees the claim")
     n1 = len(read_events(events))
     check(n1 <= n0 + 1, "at most the one event already in flight is written after the claim (%d -> %d)" % (n0, n1))
     after = sorted(f for f in os.listdir(ckpt) if f.endswith(".pt"))

@@ -9,8 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "worker/io/safetensors.h"
@@ -49,24 +54,74 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-// Steps of the complete checkpoints in dir, ascending.
-std::vector<int64_t> ListSteps(const std::string& dir) {
-  std::vector<int64_t> steps;
+struct CheckpointFile {
+  int64_t step = 0;
+  int attempt = 0;
+  std::string path;
+};
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), ::isdigit);
+}
+
+// The complete checkpoints in dir (ckpt_step_<8 digits>.pt and ckpt_step_<8 digits>.attempt-<A>.pt;
+// a temporary file ends otherwise), ascending by step, then attempt.
+std::vector<CheckpointFile> ListFiles(const std::string& dir) {
+  std::vector<CheckpointFile> files;
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return steps;
+  if (d == nullptr) return files;
+  const size_t pl = std::strlen(kPrefix), sl = std::strlen(kSuffix);
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    const size_t pl = std::strlen(kPrefix), sl = std::strlen(kSuffix);
     if (name.size() <= pl + sl || name.compare(0, pl, kPrefix) != 0 ||
         name.compare(name.size() - sl, sl, kSuffix) != 0)
       continue;
-    const std::string digits = name.substr(pl, name.size() - pl - sl);
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    steps.push_back(std::stoll(digits));
+    std::string digits = name.substr(pl, name.size() - pl - sl), attempt = "0";
+    if (const size_t at = digits.find(".attempt-"); at != std::string::npos) {
+      attempt = digits.substr(at + 9);
+      digits.resize(at);
+    }
+    if (!AllDigits(digits) || !AllDigits(attempt) || attempt.size() > 9) continue;
+    files.push_back({std::stoll(digits), std::atoi(attempt.c_str()), dir + "/" + name});
   }
   ::closedir(d);
-  std::sort(steps.begin(), steps.end());
-  return steps;
+  std::sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+    return std::tie(a.step, a.attempt) < std::tie(b.step, b.attempt);
+  });
+  return files;
+}
+
+// RDATTN_FAILPOINT=checkpoint-before-rename:pause=SECONDS | :stop (a test hook; docs/trainer.md).
+// Read once; nothing happens when it is unset.
+void FailpointBeforeRename() {
+  static const std::string spec = [] {
+    const char* v = std::getenv("RDATTN_FAILPOINT");
+    const std::string s = v == nullptr ? "" : v;
+    const std::string name = "checkpoint-before-rename:";
+    return s.rfind(name, 0) == 0 ? s.substr(name.size()) : std::string();
+  }();
+  if (spec.empty()) return;
+  std::fprintf(stderr, "rdattn-train: failpoint checkpoint-before-rename:%s (pid %d)\n",
+               spec.c_str(), static_cast<int>(::getpid()));
+  if (spec == "stop") {
+    ::raise(SIGSTOP);
+  } else if (spec.rfind("pause=", 0) == 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(spec.c_str() + 6)));
+  }
+}
+
+// Writes all of [data, data+n) to fd; false with errno set on a failure.
+bool WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
 }
 
 std::string MetaJson(const CheckpointMeta& m) {
@@ -109,19 +164,42 @@ StatusOr<CheckpointMeta> ParseMeta(const std::string& path, const std::string& t
 
 }  // namespace
 
-std::string CheckpointPath(const std::string& dir, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "%s%08lld%s", kPrefix, static_cast<long long>(step), kSuffix);
+std::string CheckpointPath(const std::string& dir, int64_t step, int attempt) {
+  char name[96];
+  if (attempt > 0) {
+    std::snprintf(name, sizeof(name), "%s%08lld.attempt-%d%s", kPrefix,
+                  static_cast<long long>(step), attempt, kSuffix);
+  } else {
+    std::snprintf(name, sizeof(name), "%s%08lld%s", kPrefix, static_cast<long long>(step),
+                  kSuffix);
+  }
   return dir + "/" + name;
 }
 
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta,
                                      model::Gpt& model, AdamW* optimizer, int keep_last,
                                      const std::vector<int64_t>& keep_steps,
-                                     const std::function<Status()>& before_rename) {
+                                     const std::function<Status()>& fence) {
   RDATTN_RETURN_IF_ERROR(MakeDirs(dir));
-  const std::string path = CheckpointPath(dir, meta.step);
+  const std::string path = CheckpointPath(dir, meta.step, meta.attempt);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // A failure of the file system: the temporary file goes, the previous checkpoints stay.
+  auto io_failure = [&](const std::string& what, int err) -> Status {
+    ::unlink(tmp.c_str());
+    return UnavailableError(path + ": the checkpoint of step " + std::to_string(meta.step) +
+                            " was not written (" + what + " " + tmp + "): " + std::strerror(err) +
+                            "; the temporary file is removed");
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_failure("cannot create the checkpoint file", errno);
+  // LibTorch streams the archive through this writer, which always reports the whole chunk as
+  // written: a short count makes LibTorch 1.13's stream writer throw, and throw again from its
+  // destructor (std::terminate). The first error is kept and reported below instead.
+  int write_errno = 0;
+  auto writer = [&](const void* data, size_t n) -> size_t {
+    if (write_errno == 0 && !WriteAll(fd, static_cast<const char*>(data), n)) write_errno = errno;
+    return n;
+  };
   try {
     torch::serialize::OutputArchive ar;
     for (const auto& p : model->named_parameters())
@@ -135,48 +213,86 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
     }
     ar.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
     ar.write("meta", c10::IValue(MetaJson(meta)));
-    ar.save_to(tmp);
+    ar.save_to(writer);
   } catch (const std::exception& e) {
-    std::remove(tmp.c_str());
-    return InternalError(tmp + ": writing the checkpoint failed: " + e.what());
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    if (write_errno != 0) return io_failure("write failed", write_errno);
+    return InternalError(tmp + ": writing the checkpoint failed: " + FirstLine(e.what()));
   }
-  RDATTN_RETURN_IF_ERROR(FsyncPath(tmp, false));
-  if (before_rename) {
-    if (Status st = before_rename(); !st.ok()) {
-      std::remove(tmp.c_str());
+  if (write_errno != 0) {
+    ::close(fd);
+    return io_failure("write failed", write_errno);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return io_failure("fsync failed", err);
+  }
+  if (::close(fd) != 0) return io_failure("close failed", errno);
+  if (fence) {
+    if (Status st = fence(); !st.ok()) {
+      ::unlink(tmp.c_str());
       return st;
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return InternalError(path + ": rename failed (" + std::strerror(errno) + ")");
+  FailpointBeforeRename();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return io_failure("rename failed", errno);
+  // A newer attempt may have claimed the directory while this one was between the check and the
+  // rename: the file bears this attempt's name, so it replaced nothing; it goes again.
+  if (fence) {
+    if (Status st = fence(); !st.ok()) {
+      ::unlink(path.c_str());
+      return st;
+    }
   }
-  RDATTN_RETURN_IF_ERROR(FsyncPath(dir, true));
-  std::vector<int64_t> steps = ListSteps(dir);
+  if (Status st = FsyncPath(dir, true); !st.ok()) {
+    return UnavailableError(st.message() +
+                            " (the checkpoint may not survive a power loss; not relied upon)");
+  }
+  // keep_last: among the files of this attempt and older ones (a newer attempt's are never
+  // touched), the newest `keep` steps stay, the milestones' too; an older attempt's file of the
+  // step just written is superseded by it.
+  const std::vector<CheckpointFile> files = ListFiles(dir);
+  std::vector<int64_t> steps;
+  for (const CheckpointFile& f : files)
+    if (f.attempt <= meta.attempt && (steps.empty() || steps.back() != f.step))
+      steps.push_back(f.step);
   steps.erase(std::remove_if(steps.begin(), steps.end(),
                              [&](int64_t s) {
                                return std::find(keep_steps.begin(), keep_steps.end(), s) !=
                                       keep_steps.end();
                              }),
               steps.end());
-  const int keep = std::max(keep_last, 1);
-  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
-    std::remove(CheckpointPath(dir, steps[i]).c_str());
+  const size_t keep = static_cast<size_t>(std::max(keep_last, 1));
+  const std::vector<int64_t> pruned(steps.begin(),
+                                    steps.end() - static_cast<ptrdiff_t>(std::min(keep, steps.size())));
+  for (const CheckpointFile& f : files) {
+    if (f.attempt > meta.attempt) continue;
+    const bool old_step = std::find(pruned.begin(), pruned.end(), f.step) != pruned.end();
+    const bool superseded = f.step == meta.step && f.attempt < meta.attempt;
+    if (old_step || superseded) ::unlink(f.path.c_str());
+  }
   return path;
 }
 
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> out;
-  const std::vector<int64_t> steps = ListSteps(dir);
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
-    out.emplace_back(*it, CheckpointPath(dir, *it));
+  const std::vector<CheckpointFile> files = ListFiles(dir);
+  for (auto it = files.rbegin(); it != files.rend(); ++it) out.emplace_back(it->step, it->path);
   return out;
 }
 
+std::string ReadableCheckpointOfStep(const std::string& dir, int64_t step) {
+  for (const auto& [s, path] : ListCheckpoints(dir))
+    if (s == step && ReadCheckpointMeta(path).ok()) return path;
+  return "";
+}
+
 StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
-  const std::vector<int64_t> steps = ListSteps(dir);
-  if (steps.empty()) return std::string();
-  return CheckpointPath(dir, steps.back());
+  const std::vector<CheckpointFile> files = ListFiles(dir);
+  if (files.empty()) return std::string();
+  return files.back().path;
 }
 
 StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {

@@ -32,23 +32,35 @@ struct CheckpointMeta {
   int attempt = 0;                         // the attempt that wrote it (0 standalone)
 };
 
-// "ckpt_step_00000040.pt" inside dir.
-std::string CheckpointPath(const std::string& dir, int64_t step);
+// The checkpoint of `step` written by `attempt` inside dir: "ckpt_step_00000040.pt" for attempt 0
+// (standalone), "ckpt_step_00000040.attempt-3.pt" for attempt 3. Every attempt writes only files
+// of its own name, so no attempt can replace another's checkpoint (docs/operations.md "Fencing").
+std::string CheckpointPath(const std::string& dir, int64_t step, int attempt = 0);
 
-// Writes a checkpoint for meta.step and deletes all but the newest `keep_last`, sparing the
-// steps in `keep_steps` (the milestones: a resumed run re-evaluates a milestone from its
-// checkpoint). `before_rename`, when set, runs after the file is written and before it
-// becomes visible; an error from it (a fenced attempt) discards the file.
+// Writes a checkpoint for meta.step (named for meta.attempt) and deletes, among the checkpoints of
+// this attempt and older ones, all but the newest `keep_last` steps, sparing the steps in
+// `keep_steps` (the milestones: a resumed run re-evaluates a milestone from its checkpoint).
+// `fence`, when set, runs after the file is written and before it becomes visible, and again
+// after: an error from it (a fenced attempt) discards the file, so a fenced attempt leaves
+// nothing. The archive is streamed to a file this function writes itself (write, fsync, close,
+// rename, fsync of the directory): a file that cannot be written (ENOSPC, EIO, EDQUOT, EROFS, ...)
+// is UNAVAILABLE naming the path and strerror, the temporary file is removed and the previous
+// checkpoints are untouched. Test hook: RDATTN_FAILPOINT=checkpoint-before-rename:pause=SECONDS
+// or :stop (SIGSTOP itself) pauses between the fence check and the rename (docs/trainer.md).
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta,
                                      model::Gpt& model, AdamW* optimizer, int keep_last,
                                      const std::vector<int64_t>& keep_steps = {},
-                                     const std::function<Status()>& before_rename = nullptr);
+                                     const std::function<Status()>& fence = nullptr);
 
 // The newest complete checkpoint in `dir`; "" when there is none (or dir does not exist).
 StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 
-// Every complete checkpoint in `dir` as (step, path), newest first.
+// Every complete checkpoint in `dir` as (step, path): the newest step first and, within a step,
+// the highest attempt first.
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& dir);
+
+// The checkpoint of `step` in `dir` that reads (the highest attempt's first); "" when none does.
+std::string ReadableCheckpointOfStep(const std::string& dir, int64_t step);
 
 // Reads only the metadata (config and step) of a checkpoint.
 StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path);

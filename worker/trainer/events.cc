@@ -41,14 +41,20 @@ nlohmann::json JsonDouble(double v) {
 
 StatusOr<std::unique_ptr<EventSink>> EventSink::Open(const std::string& path) {
   std::unique_ptr<EventSink> sink(new EventSink());
+  sink->path_ = path == "-" ? "stdout" : path;
   if (path == "-") {
     sink->file_ = stdout;
     return sink;
   }
   sink->file_ = std::fopen(path.c_str(), "a");
-  if (sink->file_ == nullptr)
-    return InvalidArgumentError("--events " + path + ": cannot open for appending (" +
-                                std::strerror(errno) + ")");
+  if (sink->file_ == nullptr) {
+    const int err = errno;
+    const std::string why = "--events " + path + ": cannot open for appending (" +
+                            std::strerror(err) + ")";
+    // A full or failing disk is the machine's failure; anything else a bad path.
+    if (err == ENOSPC || err == EIO || err == EDQUOT || err == EROFS) return UnavailableError(why);
+    return InvalidArgumentError(why);
+  }
   sink->owns_ = true;
   return sink;
 }
@@ -60,7 +66,7 @@ std::unique_ptr<EventSink> EventSink::Memory() {
 }
 
 EventSink::~EventSink() {
-  if (owns_ && file_ != nullptr) std::fclose(file_);
+  if (owns_ && file_ != nullptr) std::fclose(file_);  // every line was flushed already
 }
 
 void EventSink::SetIdentity(std::string run_id, std::string job_id, int attempt) {
@@ -70,7 +76,7 @@ void EventSink::SetIdentity(std::string run_id, std::string job_id, int attempt)
 }
 
 void EventSink::Emit(const std::string& kind, nlohmann::json fields) {
-  if (gate_ && !gate_()) {
+  if (!status_.ok() || (gate_ && !gate_())) {
     ++dropped_;
     return;
   }
@@ -87,8 +93,13 @@ void EventSink::Emit(const std::string& kind, nlohmann::json fields) {
     lines_.push_back(line);
     return;
   }
-  std::fprintf(file_, "%s\n", line.c_str());
-  std::fflush(file_);
+  errno = 0;
+  const bool written = std::fprintf(file_, "%s\n", line.c_str()) >= 0;
+  if (std::fflush(file_) != 0 || !written) {
+    const int err = errno != 0 ? errno : EIO;
+    status_ = UnavailableError("--events " + path_ + ": writing a KIND_" + kind +
+                               " event failed: " + std::strerror(err));
+  }
 }
 
 nlohmann::json InitEvent(const Hardware& where, const InitFields& f) {

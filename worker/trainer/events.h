@@ -27,8 +27,12 @@ class EventSink {
   static std::unique_ptr<EventSink> Memory();
   ~EventSink();
 
-  // Stamps seq, wall_time, run_id, job_id and attempt, writes one line and flushes.
+  // Stamps seq, wall_time, run_id, job_id and attempt, writes one line and flushes. A line that
+  // cannot be written (ENOSPC, EIO, ...) makes status() an error naming the path and strerror;
+  // nothing more is written after it.
   void Emit(const std::string& kind, nlohmann::json fields);
+  // OK while every line got written; else UNAVAILABLE (the machine's failure: exit 74).
+  const Status& status() const { return status_; }
   void SetIdentity(std::string run_id, std::string job_id, int attempt);
   // Events are written only while `gate` returns true (a fenced attempt writes none); the
   // others are counted in dropped().
@@ -39,6 +43,8 @@ class EventSink {
  private:
   EventSink() = default;
   std::FILE* file_ = nullptr;
+  std::string path_;
+  Status status_;
   bool owns_ = false;
   bool memory_ = false;
   std::vector<std::string> lines_;

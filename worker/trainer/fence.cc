@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -78,7 +79,8 @@ int AttemptFence::HighestClaim() const {
 
 Status AttemptFence::Check() const {
   if (attempt_ <= 0 || dir_.empty()) return Status::Ok();
-  const int highest = HighestClaim();
+  if (seen_ <= attempt_) seen_ = std::max(seen_, HighestClaim());
+  const int highest = seen_;
   if (highest > attempt_) {
     return AbortedError("fenced: attempt " + std::to_string(highest) + " has claimed " + dir_ +
                         "; this attempt (" + std::to_string(attempt_) +

@@ -95,8 +95,7 @@ StatusOr<ResumePlan> PlanResume(const RunConfig& cfg, const CheckpointMeta& self
     bool ok = true;
     for (const EvalMilestone& m : missing) {
       if (m.step == saved->step) continue;
-      const std::string at = CheckpointPath(cfg.checkpoint.dir, m.step);
-      if (!ReadCheckpointMeta(at).ok()) {
+      if (ReadableCheckpointOfStep(cfg.checkpoint.dir, m.step).empty()) {
         warnings->push_back(
             "milestone " + std::to_string(m.tokens) + " (step " + std::to_string(m.step) +
             ") has no stored evaluation and no readable checkpoint; resuming from step " +

@@ -12,7 +12,8 @@
 // error is one line "rdattn-train: MESSAGE (see --help)" with exit 2.
 // Exit codes: 0 finished; 75 preempted (SIGTERM) after writing a checkpoint; 2 bad usage or
 // bad config; 70 the launching worker is gone (RDATTN_SUPERVISOR_*: stopped at once, nothing
-// written); 1 any other failure. docs/trainer.md has the whole story.
+// written); 74 the machine failed (a checkpoint or the events file cannot be written: ENOSPC,
+// EIO, EDQUOT, EROFS); 1 any other failure. docs/trainer.md has the whole story.
 #include <sys/prctl.h>
 #include <torch/cuda.h>
 #include <unistd.h>
@@ -42,6 +43,10 @@ namespace {
 
 constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitOrphaned = 70,
               kExitPreempted = 75;
+// The machine failed, not the job (EX_IOERR): a checkpoint or rank 0's events file cannot be
+// written. The worker reports JOB_OUTCOME_MACHINE_FAILED; the job is retried elsewhere without
+// using up an attempt.
+constexpr int kExitMachine = 74;
 
 std::atomic<bool> g_stop{false};
 extern "C" void OnTerminate(int) { g_stop.store(true); }
@@ -196,7 +201,8 @@ int RunTrain(const Args& a) {
     auto opened = rdattn::trainer::EventSink::Open(a.events.empty() ? "-" : a.events);
     if (!opened.ok()) {
       rdattn::log::Error(opened.status().ToString());
-      return kExitUsage;
+      return opened.status().code() == rdattn::StatusCode::kUnavailable ? kExitMachine
+                                                                         : kExitUsage;
     }
     sink = std::move(opened).value();
     sink->SetIdentity(cfg->run_id, cfg->job_id, a.attempt);
@@ -209,12 +215,24 @@ int RunTrain(const Args& a) {
   opts.attempt = a.attempt;
   opts.stop_requested = &g_stop;
   opts.events = sink.get();
+  bool machine_failure = false;
+  opts.machine_failure = &machine_failure;
   auto outcome = rdattn::trainer::Train(*cfg, **comm, opts);
+  // The events file cannot be written: stderr is all that is left.
+  auto events_failed = [&] {
+    if (!sink || sink->status().ok()) return false;
+    rdattn::log::Error(sink->status().ToString() + "; the machine failed (exit 74)");
+    return true;
+  };
   if (!outcome.ok()) {
-    rdattn::log::Error(outcome.status().ToString());
+    if (!sink || outcome.status().message() != sink->status().message())
+      rdattn::log::Error(outcome.status().ToString());
+    // A fenced rank's gate drops this (it writes nothing after the newer attempt's claim).
     if (sink) sink->Emit("FAILED", {{"error", outcome.status().ToString()}});
+    if (events_failed() || machine_failure) return kExitMachine;
     return ExitFor(outcome.status());
   }
+  if (events_failed()) return kExitMachine;
   if (*outcome == rdattn::trainer::TrainOutcome::kPreempted) {
     if (rank == 0)
       rdattn::log::Info("stopped early; a checkpoint was written, resume by re-running");
@@ -264,8 +282,8 @@ int main(int argc, char** argv) {
   CLI::App app(
       "One rank of a training run, standalone (mpirun, srun) or launched by rdattn-worker\n"
       "(docs/trainer.md). Exit codes: 0 finished; 75 preempted (SIGTERM) after writing a\n"
-      "checkpoint; 2 bad usage or bad config; 70 the launching worker is gone; 1 any other\n"
-      "failure.",
+      "checkpoint; 2 bad usage or bad config; 70 the launching worker is gone; 74 the machine\n"
+      "failed (a checkpoint or the events file cannot be written); 1 any other failure.",
       "rdattn-train");
   rdattn::cli::Setup(app);
   Args a;

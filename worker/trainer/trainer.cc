@@ -39,6 +39,13 @@
 namespace rdattn::trainer {
 namespace {
 
+// What every rank learns of one rank's failure code (0 none; only that rank passes non-zero).
+StatusOr<int> AgreeOnFailure(comm::Communicator& comm, int local) {
+  double v = local;
+  RDATTN_RETURN_IF_ERROR(comm.AllReduceSumHost(&v, 1));
+  return static_cast<int>(v);
+}
+
 StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                                  const TrainOptions& opts) {
   const int rank = comm.rank(), world = comm.world_size();
@@ -93,10 +100,12 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
 
   // --- Fencing: this attempt claims the checkpoint directory; an older attempt still running
   // (its worker gone) sees the claim and writes nothing more.
-  const AttemptFence fence(cfg.checkpoint.dir, opts.attempt);
-  RDATTN_RETURN_IF_ERROR(AgreeOk(comm, rt, rank == 0 ? fence.Claim() : Status::Ok(),
+  // The event gate shares the fence: the sink outlives this function (rdattn-train writes its
+  // KIND_FAILED after it returns), and a fenced rank writes no event at all.
+  const auto fence = std::make_shared<const AttemptFence>(cfg.checkpoint.dir, opts.attempt);
+  RDATTN_RETURN_IF_ERROR(AgreeOk(comm, rt, rank == 0 ? fence->Claim() : Status::Ok(),
                                  AbortedError("another rank failed")));
-  if (events != nullptr) events->SetGate([&fence] { return fence.Check().ok(); });
+  if (events != nullptr) events->SetGate(FenceGate(fence));
 
   // --- Resume: the newest checkpoint that reads (a corrupt or truncated one is skipped, with a
   // warning), and the milestones whose evaluation is not stored.
@@ -144,17 +153,36 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   // whether it worked) and evaluate a model at a milestone (every rank; recorded in the meta).
   std::vector<int64_t> keep_steps;  // the milestones' checkpoints are never pruned
   for (const EvalMilestone& m : EvalMilestones(s)) keep_steps.push_back(m.step);
+  // A checkpoint that cannot be written (UNAVAILABLE from SaveCheckpoint: ENOSPC, EIO, ...) is
+  // the machine's failure (exit 74), on every rank; the previous checkpoint stays the one to
+  // resume from, and the error says which it is.
+  std::string last_checkpoint = plan.path;
   auto write_checkpoint = [&](int64_t completed) -> Status {
     meta.step = completed;
     meta.tokens = completed * s.global_batch_tokens;
     StatusOr<std::string> saved = std::string();
     if (rank == 0)
       saved = SaveCheckpoint(cfg.checkpoint.dir, meta, model, &optimizer, cfg.checkpoint.keep_last,
-                             keep_steps, [&fence] { return fence.Check(); });
-    RDATTN_RETURN_IF_ERROR(
-        AgreeOk(comm, rt, saved.status(), InternalError("rank 0 failed to write a checkpoint")));
-    emit("CHECKPOINT", CheckpointEvent(completed, meta.tokens, *saved));
-    return Status::Ok();
+                             keep_steps, [fence] { return fence->Check(); });
+    const bool machine = !saved.ok() && saved.status().code() == StatusCode::kUnavailable;
+    RDATTN_ASSIGN_OR_RETURN(const int agreed,
+                            AgreeOnFailure(comm, saved.ok() ? 0 : machine ? 2 : 1));
+    if (agreed == 0) {
+      last_checkpoint = *saved;
+      emit("CHECKPOINT", CheckpointEvent(completed, meta.tokens, *saved));
+      return Status::Ok();
+    }
+    if (agreed >= 2 && opts.machine_failure != nullptr) *opts.machine_failure = true;
+    const std::string previous =
+        last_checkpoint.empty() ? "; there is no previous checkpoint (a resume starts at step 0)"
+                                : "; the previous checkpoint " + last_checkpoint +
+                                      " is intact and a resume starts from it";
+    if (rank == 0)
+      return agreed >= 2 ? Status(saved.status().code(), saved.status().message() + previous)
+                         : saved.status();
+    return agreed >= 2 ? UnavailableError("rank 0 could not write the checkpoint of step " +
+                                          std::to_string(completed) + " (the machine's disk)")
+                       : InternalError("rank 0 failed to write a checkpoint");
   };
   auto evaluate = [&](model::Gpt& evaluated, int64_t completed, int64_t milestone) -> Status {
     if (val_windows.empty()) return Status::Ok();
@@ -185,9 +213,11 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
       RDATTN_RETURN_IF_ERROR(evaluate(model, m.step, m.tokens));
       continue;
     }
-    RDATTN_ASSIGN_OR_RETURN(
-        model::Gpt past, LoadRunCheckpoint(cfg, rt, CheckpointPath(cfg.checkpoint.dir, m.step),
-                                           "re-evaluating milestone " + std::to_string(m.tokens)));
+    std::string at = ReadableCheckpointOfStep(cfg.checkpoint.dir, m.step);
+    if (at.empty()) at = CheckpointPath(cfg.checkpoint.dir, m.step, opts.attempt);  // names it
+    RDATTN_ASSIGN_OR_RETURN(model::Gpt past,
+                            LoadRunCheckpoint(cfg, rt, at,
+                                              "re-evaluating milestone " + std::to_string(m.tokens)));
     RDATTN_RETURN_IF_ERROR(evaluate(past, m.step, m.tokens));
   }
 
@@ -225,7 +255,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     const int64_t completed = step + 1;
     RDATTN_ASSIGN_OR_RETURN(
         const StopVote stop_vote,
-        voter.Vote(completed, acc.loss_sum, stop_local, rank == 0 ? fence.Check() : Status::Ok(),
+        voter.Vote(completed, acc.loss_sum, stop_local, rank == 0 ? fence->Check() : Status::Ok(),
                    cfg.checkpoint.dir));
     const bool log_step = completed % cfg.train_event_every_steps == 0 ||
                           completed == s.stop_step || step == start_step;
@@ -267,6 +297,12 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
       RDATTN_RETURN_IF_ERROR(a.kind == StepAction::Kind::kEvaluate
                                  ? evaluate(model, completed, a.milestone_tokens)
                                  : write_checkpoint(completed));
+    // Rank 0's events file cannot be written (ENOSPC on its path): the machine's failure. Rank 0
+    // stops; under mpirun the other ranks go with it.
+    if (events != nullptr && !events->status().ok()) {
+      if (opts.machine_failure != nullptr) *opts.machine_failure = true;
+      return events->status();
+    }
     if (next.then == AfterStep::kFinish) break;
     if (next.then == AfterStep::kPreempt) return TrainOutcome::kPreempted;
     t_read = Clock::now();

@@ -27,6 +27,9 @@ struct TrainOptions {
   // Set by the SIGTERM handler; every rank agrees on the step at which to stop.
   const std::atomic<bool>* stop_requested = nullptr;
   EventSink* events = nullptr;  // rank 0's sink; ignored on other ranks
+  // Set when the run failed because of the machine, not the job: a checkpoint that cannot be
+  // written (ENOSPC, EIO, EDQUOT, EROFS, ...) or rank 0's events file (rdattn-train exits 74).
+  bool* machine_failure = nullptr;
   // Called on rank 0 with the loss of every step (tests).
   std::vector<double>* losses = nullptr;
 };
