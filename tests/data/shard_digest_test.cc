@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -181,25 +182,48 @@ TEST(ShardDigestTest, AnOpenShardRewrittenInPlaceIsNoticedBeforeResults) {
   const std::string path = out + "/tiny_train_000000.bin";
   auto shard = Shard::Open(path, 257);
   ASSERT_TRUE(shard.ok());
+  auto at_open = DigestAndVerify(*shard, "train");
+  ASSERT_TRUE(at_open.ok()) << at_open.status().ToString();
+  const std::vector<ShardDigest> digests = {*at_open};
   const uint16_t first = shard->tokens()[1];
   EXPECT_TRUE(CheckShardsUnchanged({&*shard}).ok());
+  // Times that move without a change of content (touch): no change when the digests are known.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), nullptr, 0), 0);
+  EXPECT_TRUE(CheckShardsUnchanged({&*shard}, digests).ok());
+  EXPECT_FALSE(CheckShardsUnchanged({&*shard}).ok());  // without them: conservative
   RewriteInPlace(path);
   // The map follows the file (this is why the check exists).
   EXPECT_NE(shard->tokens()[1], first);
-  const Status st = CheckShardsUnchanged({&*shard});
+  const Status st = CheckShardsUnchanged({&*shard}, digests);
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(Contains(st.message(), path + ": the shard changed on disk while this run read it"))
       << st.ToString();
   EXPECT_TRUE(Contains(st.message(), "rewritten in place")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "content digest " + at_open->digest + " at open, " +
+                                         *FileDigest(path) + " now"))
+      << st.ToString();
 
-  // Replaced by rename, and removed: both noticed.
+  // Replaced by rename (the same bytes: no change of content; other bytes: a change), and
+  // removed: noticed.
   auto again = Shard::Open(path, 257);
   ASSERT_TRUE(again.ok());
+  // (Its manifest no longer matches it since the rewrite: the digest at open, unchecked.)
+  const std::vector<ShardDigest> again_digests = {
+      {"train", path, DigestOfShard(*again), static_cast<int64_t>(again->file_bytes())}};
   WriteFileBytes(out + "/other.bin", ReadFileBytes(path));
   ASSERT_EQ(::rename((out + "/other.bin").c_str(), path.c_str()), 0);
+  EXPECT_TRUE(CheckShardsUnchanged({&*again}, again_digests).ok());
   EXPECT_TRUE(Contains(CheckShardsUnchanged({&*again}).message(), "replaced by another file"));
+  std::string other = ReadFileBytes(path);
+  other[1024] = static_cast<char>(other[1024] ^ 1);
+  WriteFileBytes(out + "/other.bin", other);
+  ASSERT_EQ(::rename((out + "/other.bin").c_str(), path.c_str()), 0);
+  const Status replaced = CheckShardsUnchanged({&*again}, again_digests);
+  EXPECT_TRUE(Contains(replaced.message(), "replaced by another file; content digest"))
+      << replaced.ToString();
   ASSERT_EQ(::unlink(path.c_str()), 0);
-  EXPECT_TRUE(Contains(CheckShardsUnchanged({&*again}).message(), "gone from disk"));
+  EXPECT_TRUE(Contains(CheckShardsUnchanged({&*again}, again_digests).message(), "gone from disk"));
 }
 
 TEST(ShardDigestTest, DataDigestFollowsContentAndOrderNotPaths) {

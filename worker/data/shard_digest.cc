@@ -153,8 +153,10 @@ std::string DataDigest(const std::vector<ShardDigest>& shards) {
   return DigestText(h.Digest());
 }
 
-Status CheckShardsUnchanged(const std::vector<const Shard*>& shards) {
-  for (const Shard* s : shards) {
+Status CheckShardsUnchanged(const std::vector<const Shard*>& shards,
+                            const std::vector<ShardDigest>& at_open) {
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const Shard* s = shards[i];
     auto now = StampOf(s->path());
     if (!now.ok())
       return FailedPreconditionError(s->path() +
@@ -170,6 +172,13 @@ Status CheckShardsUnchanged(const std::vector<const Shard*>& shards) {
     } else {
       what = "rewritten in place: modified " + Ns(was.mtime_ns) + " -> " + Ns(now->mtime_ns) +
              ", changed " + Ns(was.ctime_ns) + " -> " + Ns(now->ctime_ns);
+    }
+    if (i < at_open.size() && at_open[i].path == s->path()) {
+      // The times moved: is the content still what was digested at open?
+      auto digest = FileDigest(s->path());
+      if (digest.ok() && *digest == at_open[i].digest) continue;
+      what += digest.ok() ? "; content digest " + at_open[i].digest + " at open, " + *digest + " now"
+                          : "; " + digest.status().message();
     }
     return FailedPreconditionError(
         s->path() + ": the shard changed on disk while this run read it (" + what +

@@ -55,9 +55,13 @@ StatusOr<std::vector<ShardDigest>> DigestAndVerifyAll(const std::vector<Shard>& 
 // path: the same bytes under another folder are the same data). "xxh3:<16 hex>"; "" for none.
 std::string DataDigest(const std::vector<ShardDigest>& shards);
 
-// OK while every shard's file still has the identity and times it had when it was opened.
-// Otherwise FAILED_PRECONDITION naming the first changed shard: "<path>: the shard changed on
-// disk while this run read it (...)". A missing file is an error too.
-Status CheckShardsUnchanged(const std::vector<const Shard*>& shards);
+// OK while every shard's file still has the identity and times it had when it was opened. When
+// they moved and `at_open` holds the shards' digests at open (same order), the file on disk is
+// digested again: the same content (a touch, a chmod, a copy of the same bytes renamed over it)
+// is no change. Otherwise FAILED_PRECONDITION naming the first changed shard: "<path>: the shard
+// changed on disk while this run read it (...)", with both digests when known. A missing file is
+// an error too.
+Status CheckShardsUnchanged(const std::vector<const Shard*>& shards,
+                            const std::vector<ShardDigest>& at_open = {});
 
 }  // namespace rdattn::data

@@ -77,7 +77,7 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   const std::vector<const data::Shard*> all_shards =
       AllShards(train_shards, val_shards, test_shards);
   auto data_unchanged = [&]() -> Status {
-    return AgreeOk(comm, rt, data::CheckShardsUnchanged(all_shards),
+    return AgreeOk(comm, rt, data::CheckShardsUnchanged(all_shards, shard_digests),
                    AbortedError("a shard changed on disk on another rank"));
   };
   const int64_t T = cfg.model.context;
