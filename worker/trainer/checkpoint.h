@@ -1,7 +1,7 @@
 // Checkpoints: parameters, buffers, AdamW state, step, tokens, the sampler position (the step:
 // the data order is a pure function of it), the CPU generator state and the resolved config.
 // Written by rank 0 atomically (temporary file, fsync, rename, fsync of the directory),
-// keeping the last K. Format: docs/checkpoints.md.
+// keeping the last K. Format: docs/trainer.md "Checkpoints".
 #pragma once
 
 #include <torch/serialize/archive.h>
