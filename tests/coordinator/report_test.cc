@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "coordinator/data_identity.h"
 #include "proto/contract/contract.h"
 #include "tests/coordinator/test_util.h"
 
@@ -545,5 +546,34 @@ TEST(ReportTest, ArmsThatReadOtherDataAreNeverPaired) {
       << row->pairs(0).missing_reason();
 }
 
+
+TEST(DataIdentityTest, DescribesEachShardThatDiffersAndUnknownIsNoDifference) {
+  pb::MetricEvent a, b;
+  Digests(a, "xxh3:1111111111111111");
+  Digests(b, "xxh3:1111111111111111");
+  EXPECT_EQ(DescribeDataDifference(a, "A", b, "B"), "");
+  pb::MetricEvent none;  // an older trainer: unknown
+  EXPECT_EQ(DescribeDataDifference(a, "A", none, "B"), "");
+  EXPECT_EQ(DescribeDataDifference(none, "A", b, "B"), "");
+  // One train shard differs and one test shard exists on one side only.
+  b.Clear();
+  Digests(b, "xxh3:2222222222222222");
+  pb::ShardDigest* t = b.add_shard_digests();
+  t->set_role("test");
+  t->set_path("/d/x.bin");
+  t->set_digest("xxh3:00000000000000bb");
+  t->set_bytes(1030);
+  b.set_data_digest("xxh3:3333333333333333");
+  const std::string why = DescribeDataDifference(a, "job A", b, "job B");
+  EXPECT_EQ(why,
+            "shard /d/t.bin (train): xxh3:1111111111111111 (4096 bytes) in job A, "
+            "xxh3:2222222222222222 (4096 bytes) in job B; shard /d/x.bin (test) only in job B");
+  // Same shards, other order: the data digests differ, the shards do not.
+  pb::MetricEvent c = a;
+  c.mutable_shard_digests()->SwapElements(0, 1);
+  c.set_data_digest("xxh3:4444444444444444");
+  EXPECT_NE(DescribeDataDifference(a, "A", c, "C").find("the shard lists differ in order or paths"),
+            std::string::npos);
+}
 }  // namespace
 }  // namespace rdattn::coordinator
