@@ -84,7 +84,7 @@ class Env:
         self.mounts = []
         self.procs = []
 
-    def job(self, name, ckpt_dir, every=10, keep_last=1):
+    def job(self, name, ckpt_dir, every=10, keep_last=1, world=1):
         spec = {
             "run_id": name, "job_id": name, "init_seed": 5,
             "model": {"preset": "tiny", "arm": "rd"},
@@ -95,7 +95,7 @@ class Env:
             "optim": {"peak_lr": 3e-3, "warmup_steps": 4},
             "schedule": {"total_tokens": STEPS * 512, "global_batch_tokens": 512,
                          "micro_batch_sequences": 2, "milestones_tokens": [20 * 512, 40 * 512]},
-            "parallel": {"world_size": 1, "threads_per_rank": 1, "precision": "fp32"},
+            "parallel": {"world_size": world, "threads_per_rank": 1, "precision": "fp32"},
             "checkpoint": {"dir": ckpt_dir, "keep_last": keep_last, "every_steps": every},
         }
         os.makedirs(os.path.join(self.tmp, name), exist_ok=True)
@@ -181,6 +181,21 @@ def scenario_checkpoint_full(env):
                        capture_output=True, text=True, timeout=300)
     check(p.returncode == 0 and '"nll"' in p.stdout, "the previous checkpoint loads (eval: %s)" %
           (p.stdout.strip() or p.stderr.strip()[-300:]))
+    # Two ranks under mpirun: every rank learns that rank 0's checkpoint failed for the machine, and
+    # mpirun passes 74 on.
+    mpirun = shutil.which("mpirun")
+    check(mpirun is not None, "mpirun is on PATH (%s)" % mpirun)
+    job2 = env.job("full2", os.path.join(root, "full2"), world=2)
+    mpi_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="self,vader",
+                   OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_plm="isolated")
+    subprocess.run(["rm", "-rf", os.path.join(root, "full2")], check=True)
+    p = subprocess.run([mpirun, "-np", "2", "--oversubscribe"] +
+                       env.cmd(job2, os.path.join(env.tmp, "full2.jsonl"), 1),
+                       capture_output=True, text=True, timeout=600, env=mpi_env)
+    check(p.returncode == 74 and "No space left on device" in p.stderr,
+          "2 ranks under mpirun: exit 74 and the reason (got %d)" % p.returncode)
+    subprocess.run(["rm", "-rf", os.path.join(root, "full2")], check=True)
     # Room again (the operator freed space): the next attempt resumes from step 10 and its results
     # are bitwise the uninterrupted run's.
     subprocess.run(["mount", "-o", "remount,size=%d" % (CKPT_BYTES * 8), root], check=True)
