@@ -99,6 +99,58 @@ TEST(WatchdogTest, EvaluationsAndCheckpointsAreMeasuredAndNotStepTime) {
   EXPECT_NE(why->find("slowest eval/checkpoint 0.700 s"), std::string::npos) << *why;
 }
 
+// From the job's schedule: a checkpoint, an evaluation or the test evaluation that the attempt
+// has not timed yet gets the startup allowance; once timed, factor x its time.
+TEST(WatchdogTest, UntimedPhasesOfTheScheduleGetTheStartupAllowance) {
+  Watchdog w(Options());
+  w.SetSchedule({.eval_steps = {4}, .checkpoint_every_steps = 2, .stop_step = 6});
+  auto t = kT0;
+  w.Start(t);
+  w.Event(Kind::kTrainStep, 1, t += seconds(1));
+  EXPECT_EQ(w.Bound(), seconds(60));  // the checkpoint at step 2 is due before the next event
+  w.Event(Kind::kTrainStep, 2, t += milliseconds(100));
+  EXPECT_EQ(w.Bound(), seconds(60));
+  const auto why = w.Check(t + seconds(61));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("(last event: TRAIN_STEP at step 2; bound 60.0 s, the startup allowance "
+                      "before a checkpoint not yet timed)"),
+            std::string::npos)
+      << *why;
+  w.Event(Kind::kCheckpoint, 2, t += milliseconds(200));
+  EXPECT_EQ(w.Bound(), seconds(5));  // timed; nothing due before step 3
+  w.Event(Kind::kTrainStep, 3, t += milliseconds(100));
+  EXPECT_EQ(w.Bound(), seconds(60));  // the first evaluation, at step 4
+  w.Event(Kind::kTrainStep, 4, t += milliseconds(100));
+  EXPECT_EQ(w.Bound(), seconds(60));
+  w.Event(Kind::kEval, 4, t += milliseconds(600));
+  EXPECT_EQ(w.Bound(), seconds(6));  // 10 x the 600 ms evaluation; the checkpoint is timed
+  w.Event(Kind::kCheckpoint, 4, t += milliseconds(100));
+  EXPECT_EQ(w.Bound(), seconds(6));
+  w.Event(Kind::kTrainStep, 5, t += milliseconds(100));
+  EXPECT_EQ(w.Bound(), seconds(60));  // the test evaluation after step 6 is never timed
+  w.Event(Kind::kTrainStep, 6, t += milliseconds(100));
+  w.Event(Kind::kEval, 6, t += milliseconds(600));
+  w.Event(Kind::kCheckpoint, 6, t += milliseconds(100));
+  EXPECT_EQ(w.Bound(), seconds(60));
+  w.Event(Kind::kFinished, 6, t += seconds(2));
+  EXPECT_EQ(w.Bound(), seconds(20));  // 10 x the 2 s test evaluation
+}
+
+// One TRAIN_STEP event every 10 steps: a checkpoint due within the next 10 steps counts.
+TEST(WatchdogTest, PhasesDueBeforeTheNextEventAtASparseEventCadence) {
+  Watchdog w(Options());
+  w.SetSchedule({.eval_steps = {100},
+                 .checkpoint_every_steps = 25,
+                 .stop_step = 200,
+                 .event_every_steps = 10});
+  auto t = kT0;
+  w.Start(t);
+  w.Event(Kind::kTrainStep, 10, t += seconds(1));
+  EXPECT_EQ(w.Bound(), seconds(5));
+  w.Event(Kind::kTrainStep, 20, t += seconds(1));
+  EXPECT_EQ(w.Bound(), seconds(60));  // the checkpoint at 25
+}
+
 TEST(WatchdogTest, OffWithAZeroFloorAndQuietBeforeStart) {
   WatchdogOptions o = Options();
   o.floor = milliseconds(0);

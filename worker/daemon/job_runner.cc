@@ -68,6 +68,19 @@ Watchdog::Kind WatchKind(pb::MetricEvent::Kind kind) {
   }
 }
 
+// Where the job's evaluations and checkpoints fall (the trainer's After(): step_actions.cc), for
+// the watchdog. A spec that does not parse (the coordinator validated it) gives none.
+WatchdogSchedule ScheduleOf(const pb::RunSpec& run) {
+  WatchdogSchedule schedule;
+  const FieldErrorsOr<RunConfig> cfg = contract::ParseRunSpec(run);
+  if (!cfg.ok()) return schedule;
+  schedule.eval_steps = cfg->schedule.milestone_steps;
+  schedule.checkpoint_every_steps = cfg->checkpoint.every_steps;
+  schedule.stop_step = cfg->schedule.stop_step;
+  schedule.event_every_steps = cfg->train_event_every_steps;
+  return schedule;
+}
+
 std::string AttemptName(const pb::LeaseJobResponse& lease) {
   return lease.job().job_id() + " attempt " + std::to_string(lease.job().attempt());
 }
@@ -220,6 +233,7 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
   Clock::time_point next_stat = Clock::now() + kEventsStatInterval;
   {
     std::lock_guard<std::mutex> lock(watchdog_mu_);
+    watchdog_.SetSchedule(ScheduleOf(lease_.job().run()));
     watchdog_.Start(Clock::now());
   }
   while (true) {

@@ -56,6 +56,8 @@ void Watchdog::Event(Kind kind, int64_t step, Clock::time_point at) {
       }
     } else if (kind == Kind::kEval || kind == Kind::kCheckpoint || kind == Kind::kFinished) {
       slowest_phase_ = std::max(slowest_phase_, interval);
+      timed_eval_ |= kind == Kind::kEval;
+      timed_checkpoint_ |= kind == Kind::kCheckpoint;
     }
   }
   if (kind == Kind::kTrainStep) seen_step_ = true;
@@ -77,11 +79,46 @@ milliseconds Watchdog::StepTime() const {
   return slowest;
 }
 
+std::string_view Watchdog::UntimedPhaseDue() const {
+  if (!seen_event_) return {};
+  // Due: at a step after the last event's and up to the next TRAIN_STEP event, or at the last
+  // event's own step when that event came before the phase (TRAIN_STEP, then EVAL, then
+  // CHECKPOINT; at the stop step FINISHED after them).
+  const int64_t s = last_step_;
+  const int64_t next = s + std::max<int64_t>(1, schedule_.event_every_steps);
+  auto due = [&](int64_t p, bool same_step) {
+    return (p > s && p <= next) || (p == s && same_step);
+  };
+  const bool at_step = last_kind_ == Kind::kTrainStep;
+  const bool before_checkpoint = at_step || last_kind_ == Kind::kEval;
+  bool eval = false, checkpoint = false;
+  for (int64_t p : schedule_.eval_steps) {
+    eval |= due(p, at_step);
+    checkpoint |= due(p, before_checkpoint);
+  }
+  if (schedule_.stop_step > 0) {
+    eval |= due(schedule_.stop_step, at_step);
+    checkpoint |= due(schedule_.stop_step, before_checkpoint);
+  }
+  if (const int64_t every = schedule_.checkpoint_every_steps; every > 0) {
+    const int64_t first = s - s % every;  // the multiples of `every` from s on
+    for (int64_t p = first; p <= next; p += every) checkpoint |= p > 0 && due(p, before_checkpoint);
+  }
+  if (eval && !timed_eval_) return "evaluation";
+  if (checkpoint && !timed_checkpoint_) return "checkpoint";
+  if (schedule_.stop_step > 0 && due(schedule_.stop_step, last_kind_ != Kind::kFinished)) {
+    return "test evaluation";
+  }
+  return {};
+}
+
 milliseconds Watchdog::Bound() const {
   if (!enabled()) return milliseconds(0);
   if (!seen_step_) return std::max(options_.floor, options_.startup);
-  return std::max({options_.floor, Scaled(StepTime(), options_.factor),
-                   Scaled(slowest_phase_, options_.factor)});
+  milliseconds bound = std::max({options_.floor, Scaled(StepTime(), options_.factor),
+                                 Scaled(slowest_phase_, options_.factor)});
+  if (!UntimedPhaseDue().empty()) bound = std::max(bound, options_.startup);
+  return bound;
 }
 
 std::optional<std::string> Watchdog::Check(Clock::time_point now) const {
@@ -98,6 +135,9 @@ std::optional<std::string> Watchdog::Check(Clock::time_point now) const {
   why += "; bound " + SecondsText(bound, "%.1f") + " s";
   if (!seen_step_) {
     why += ", the startup allowance before the first step";
+  } else if (const std::string_view phase = UntimedPhaseDue();
+             !phase.empty() && bound == options_.startup) {
+    why += ", the startup allowance before a " + std::string(phase) + " not yet timed";
   } else {
     why += " from step time " + SecondsText(StepTime(), "%.3f") + " s";
     char factor[32];

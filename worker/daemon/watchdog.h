@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rdattn::worker {
 
@@ -22,10 +23,21 @@ struct WatchdogOptions {
   // factor x the slowest evaluation or checkpoint of the attempt). Zero: the floor alone.
   double factor = 20;
   // Before the attempt's first TRAIN_STEP event (process start, data checks, model build,
-  // checkpoint load, milestones evaluated again, the first step): the bound is at least this.
+  // checkpoint load, milestones evaluated again, the first step), and while an evaluation, a
+  // checkpoint write or the test evaluation is due that the attempt has not timed yet (see
+  // WatchdogSchedule): the bound is at least this.
   std::chrono::milliseconds startup{std::chrono::minutes(30)};
   // How many of the latest step intervals "recent" means.
   int window = 32;
+};
+
+// Where the job's slow phases fall (from its resolved schedule; ParseRunConfig's figures). Empty:
+// unknown, and only the floor covers a phase not yet timed.
+struct WatchdogSchedule {
+  std::vector<int64_t> eval_steps;     // milestone steps (an evaluation, then a checkpoint)
+  int64_t checkpoint_every_steps = 0;  // 0: checkpoints at milestones and at the end only
+  int64_t stop_step = 0;               // evaluation, checkpoint, test evaluation; 0: unknown
+  int64_t event_every_steps = 1;       // a TRAIN_STEP event every this many steps
 };
 
 class Watchdog {
@@ -38,13 +50,16 @@ class Watchdog {
 
   explicit Watchdog(WatchdogOptions options) : options_(options) {}
 
+  void SetSchedule(WatchdogSchedule schedule) { schedule_ = std::move(schedule); }
+
   bool enabled() const { return options_.floor.count() > 0; }
 
   // The ranks started at `at`: silence is counted from then until the first event.
   void Start(Clock::time_point at);
   // An event of the attempt was read at `at`. Every event is progress; intervals ending in a
   // TRAIN_STEP event measure the step time (from the attempt's second TRAIN_STEP on), those
-  // ending in EVAL, CHECKPOINT or FINISHED the evaluations and checkpoint writes.
+  // ending in EVAL, CHECKPOINT or FINISHED the evaluations and checkpoint writes (timed: from
+  // then on that kind of phase is covered by factor x its time, not by the startup allowance).
   void Event(Kind kind, int64_t step, Clock::time_point at);
   // Something was written (the event file grew) that has not been read as an event yet: it is
   // progress, but measures nothing.
@@ -61,7 +76,14 @@ class Watchdog {
   std::chrono::milliseconds StepTime() const;
 
  private:
+  // Which phase not yet timed is due before the next event: "evaluation", "checkpoint",
+  // "test evaluation", or empty.
+  std::string_view UntimedPhaseDue() const;
+
   const WatchdogOptions options_;
+  WatchdogSchedule schedule_;
+  bool timed_eval_ = false;
+  bool timed_checkpoint_ = false;
   bool started_ = false;
   Clock::time_point last_progress_{};
   std::optional<Clock::time_point> last_event_at_;

@@ -122,7 +122,8 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "interval and of its slowest evaluation or checkpoint (0: the floor alone)");
   app.add_option("--stall-startup-seconds", f.stall_startup,
                  "progress watchdog: the least bound before a job's first step (start, data "
-                 "checks, checkpoint load, the first step)");
+                 "checks, checkpoint load, the first step) and before an evaluation, checkpoint "
+                 "or test evaluation the attempt has not timed yet");
   app.add_option("--metrics-listen", f.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (HOST an IP address; port "
                  "0 picks a free one; empty: off). docs/metrics.md");
