@@ -35,6 +35,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "trainer"))
+sys.path.insert(0, HERE)
 from trainer_cli_test import corpus, write_shard  # noqa: E402
 
 STEPS = 40
@@ -323,12 +324,62 @@ def scenario_fenced_event(env):
           (n0, len(lines), [e["kind"] + ":" + e.get("error", "")[:60] for e in lines[n0:]]))
 
 
+def scenario_checkpoint_full_worker(env, args):
+    """Through a worker: w0's checkpoint root is a tmpfs that holds one checkpoint and a half. Its
+    rank exits 74 at its second checkpoint; the worker reports the machine's failure (not the
+    job's); a healthy worker w1 takes the job, resumes from w0's last checkpoint and the sweep
+    SUCCEEDS with results bitwise equal to an uninterrupted run."""
+    from faults_test import Cluster, sweep_yaml  # noqa: E402  (needs the gRPC stubs)
+    c = Cluster(args, "ckfull")
+    ok = False
+    try:
+        root0 = os.path.join(c.tmp, "node0-ckpt")
+        env.mount_tmpfs(root0, int(CKPT_BYTES * 1.5))
+        c.start_coordinator()
+        c.start_worker("w0", ckpt_root=root0)
+        sid = c.submit(sweep_yaml(c.data))
+        log0 = os.path.join(c.tmp, "w0.log")
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            st = c.status(sid)
+            if any(getattr(j, "machine_failures", 0) > 0 or j.attempts > 1 or j.state == c.spb.JOB_STATE_FAILED
+                   for j in st.jobs):
+                break
+            time.sleep(0.2)
+        for j in st.jobs:
+            print("%s: %s attempts %d machine_failures %d reason %r" % (
+                j.job.job_id, c.spb.JobState.Name(j.state), j.attempts, getattr(j, "machine_failures", 0),
+                j.failure_reason[:300]))
+        hit = [j for j in st.jobs if getattr(j, "machine_failures", 0) > 0]
+        check(hit, "a job's attempt on w0 ended as the machine's failure (machine_failures > 0)")
+        text = hit[0].failure_reason + open(log0).read()
+        check("No space left on device" in text and root0 in text,
+              "the reason names the checkpoint on w0's root and 'No space left on device'")
+        c.start_worker("w1", ckpt_root=os.path.join(c.tmp, "node1-ckpt"))
+        done = c.wait_terminal(sid)
+        check(done.state == c.spb.SWEEP_STATE_SUCCEEDED, "the sweep SUCCEEDED (%s)" %
+              c.spb.SweepState.Name(done.state))
+        for j in done.jobs:
+            check(j.attempts - getattr(j, "machine_failures", 0) <= 1,
+                  "%s: the full disk used up no attempt (attempts %d, machine failures %d)" %
+                  (j.job.job_id, j.attempts, getattr(j, "machine_failures", 0)))
+        tmp_left = [n for _, _, fs in os.walk(root0) for n in fs if ".tmp." in n]
+        check(not tmp_left, "no temporary checkpoint file is left on w0's root (%s)" % tmp_left)
+        c.check_results_equal_baseline(done, c.events(sid))
+        ok = True
+    finally:
+        c.stop_all()
+        if not ok:
+            c.dump_logs()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="build dir with the binaries")
     ap.add_argument("--pystubs", default="", help="unused (the harness's flag)")
     ap.add_argument("--scenario", required=True,
-                    choices=["checkpoint_full", "events_full", "fence_window", "fenced_event"])
+                    choices=["checkpoint_full", "events_full", "fence_window", "fenced_event",
+                             "checkpoint_full_worker"])
     ap.add_argument("--pause", default="failpoint", choices=["failpoint", "strace", "sigstop"])
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -337,7 +388,10 @@ def main():
     os.environ["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "detect_stack_use_after_return=1"
     env = Env(args)
     try:
-        globals()["scenario_" + args.scenario](env)
+        if args.scenario == "checkpoint_full_worker":
+            scenario_checkpoint_full_worker(env, args)
+        else:
+            globals()["scenario_" + args.scenario](env)
     finally:
         env.cleanup()
     print("1 passed, 0 failed")
