@@ -170,8 +170,7 @@ std::string CheckpointPath(const std::string& dir, int64_t step, int attempt) {
     std::snprintf(name, sizeof(name), "%s%08lld.attempt-%d%s", kPrefix,
                   static_cast<long long>(step), attempt, kSuffix);
   } else {
-    std::snprintf(name, sizeof(name), "%s%08lld%s", kPrefix, static_cast<long long>(step),
-                  kSuffix);
+    std::snprintf(name, sizeof(name), "%s%08lld%s", kPrefix, static_cast<long long>(step), kSuffix);
   }
   return dir + "/" + name;
 }
@@ -265,8 +264,8 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
                              }),
               steps.end());
   const size_t keep = static_cast<size_t>(std::max(keep_last, 1));
-  const std::vector<int64_t> pruned(steps.begin(),
-                                    steps.end() - static_cast<ptrdiff_t>(std::min(keep, steps.size())));
+  const std::vector<int64_t> pruned(
+      steps.begin(), steps.end() - static_cast<ptrdiff_t>(std::min(keep, steps.size())));
   for (const CheckpointFile& f : files) {
     if (f.attempt > meta.attempt) continue;
     const bool old_step = std::find(pruned.begin(), pruned.end(), f.step) != pruned.end();

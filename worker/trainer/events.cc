@@ -49,8 +49,8 @@ StatusOr<std::unique_ptr<EventSink>> EventSink::Open(const std::string& path) {
   sink->file_ = std::fopen(path.c_str(), "a");
   if (sink->file_ == nullptr) {
     const int err = errno;
-    const std::string why = "--events " + path + ": cannot open for appending (" +
-                            std::strerror(err) + ")";
+    const std::string why =
+        "--events " + path + ": cannot open for appending (" + std::strerror(err) + ")";
     // A full or failing disk is the machine's failure; anything else a bad path.
     if (err == ENOSPC || err == EIO || err == EDQUOT || err == EROFS) return UnavailableError(why);
     return InvalidArgumentError(why);

@@ -201,8 +201,7 @@ int RunTrain(const Args& a) {
     auto opened = rdattn::trainer::EventSink::Open(a.events.empty() ? "-" : a.events);
     if (!opened.ok()) {
       rdattn::log::Error(opened.status().ToString());
-      return opened.status().code() == rdattn::StatusCode::kUnavailable ? kExitMachine
-                                                                         : kExitUsage;
+      return opened.status().code() == rdattn::StatusCode::kUnavailable ? kExitMachine : kExitUsage;
     }
     sink = std::move(opened).value();
     sink->SetIdentity(cfg->run_id, cfg->job_id, a.attempt);

@@ -165,8 +165,8 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
       saved = SaveCheckpoint(cfg.checkpoint.dir, meta, model, &optimizer, cfg.checkpoint.keep_last,
                              keep_steps, [fence] { return fence->Check(); });
     const bool machine = !saved.ok() && saved.status().code() == StatusCode::kUnavailable;
-    RDATTN_ASSIGN_OR_RETURN(const int agreed,
-                            AgreeOnFailure(comm, saved.ok() ? 0 : machine ? 2 : 1));
+    const int failure = saved.ok() ? 0 : (machine ? 2 : 1);
+    RDATTN_ASSIGN_OR_RETURN(const int agreed, AgreeOnFailure(comm, failure));
     if (agreed == 0) {
       last_checkpoint = *saved;
       emit("CHECKPOINT", CheckpointEvent(completed, meta.tokens, *saved));
@@ -215,9 +215,9 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     }
     std::string at = ReadableCheckpointOfStep(cfg.checkpoint.dir, m.step);
     if (at.empty()) at = CheckpointPath(cfg.checkpoint.dir, m.step, opts.attempt);  // names it
-    RDATTN_ASSIGN_OR_RETURN(model::Gpt past,
-                            LoadRunCheckpoint(cfg, rt, at,
-                                              "re-evaluating milestone " + std::to_string(m.tokens)));
+    RDATTN_ASSIGN_OR_RETURN(
+        model::Gpt past,
+        LoadRunCheckpoint(cfg, rt, at, "re-evaluating milestone " + std::to_string(m.tokens)));
     RDATTN_RETURN_IF_ERROR(evaluate(past, m.step, m.tokens));
   }
 
