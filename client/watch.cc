@@ -35,11 +35,15 @@ class Sink {
   virtual void OnEndedWithoutEvent(const pb::SweepStatus& sweep) = 0;
   // The watch is over (the sweep ended); not called on an error.
   virtual void Finish() {}
+  // The coordinator's store was rolled back since the events seen so far (another store
+  // epoch): the watch starts again from seq 0, and events already shown may come again.
+  virtual void OnRestart(const std::string& why) = 0;
 };
 
 class JsonSink : public Sink {
  public:
-  JsonSink(uint64_t after_seq, std::ostream& out) : seq_(after_seq), out_(out) {}
+  JsonSink(uint64_t after_seq, std::ostream& out, std::ostream& err)
+      : seq_(after_seq), out_(out), err_(err) {}
   void OnEvent(const pb::WatchEvent& e) override {
     if (e.seq() == 0 || e.seq() > seq_) out_ << MessageJson(e, false) << std::endl;
     seq_ = std::max(seq_, e.seq());
@@ -50,10 +54,17 @@ class JsonSink : public Sink {
   pb::SweepState final_state() const override { return final_state_; }
   void OnInterrupted(const std::string&, uint64_t) override {}
   void OnEndedWithoutEvent(const pb::SweepStatus& sweep) override { final_state_ = sweep.state(); }
+  // Every event from 0 again: the numbers before the rollback name other events now.
+  void OnRestart(const std::string& why) override {
+    err_ << "rdattn: " << why << "; restarting the watch from seq 0 (events may repeat)"
+         << std::endl;
+    seq_ = 0;
+  }
 
  private:
   uint64_t seq_;
   std::ostream& out_;
+  std::ostream& err_;
   pb::SweepState final_state_ = pb::SWEEP_STATE_UNSPECIFIED;
 };
 
@@ -86,6 +97,10 @@ class TextSink : public Sink {
   void OnEndedWithoutEvent(const pb::SweepStatus& sweep) override {
     final_state_ = sweep.state();
     out_ << "sweep " << sweep.sweep_id() << ": " << SweepStateName(final_state_) << std::endl;
+  }
+  void OnRestart(const std::string& why) override {
+    err_ << "rdattn: " << why << "; restarting the watch from seq 0 (events may repeat)"
+         << std::endl;
   }
 
  private:
@@ -135,6 +150,12 @@ class TableSink : public Sink {
     std::lock_guard<std::mutex> lock(mu_);
     table_.set_note("watch interrupted (" + why + "); reconnecting after seq " +
                     std::to_string(seq));
+    interrupted_ = true;
+    dirty_ = true;
+  }
+  void OnRestart(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    table_.set_note(why + "; watching again from seq 0");
     interrupted_ = true;
     dirty_ = true;
   }
@@ -219,7 +240,7 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
   std::unique_ptr<Sink> sink;
   switch (options.format) {
     case WatchFormat::kJson:
-      sink = std::make_unique<JsonSink>(after_seq, out);
+      sink = std::make_unique<JsonSink>(after_seq, out, err);
       break;
     case WatchFormat::kTable:
       sink = std::make_unique<TableSink>(client, get, initial.sweep(), options, out);
@@ -230,6 +251,7 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
   }
 
   uint64_t seq = after_seq;
+  std::string epoch;  // the store epoch of `seq` (WatchEvent.store_epoch); "" before any event
   auto backoff = std::chrono::milliseconds(500);
   auto last_message = std::chrono::steady_clock::now();
   constexpr auto kGiveUpAfter = std::chrono::minutes(5);
@@ -238,13 +260,23 @@ Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint6
     pb::WatchSweepRequest request;
     request.set_sweep_id(sweep_id);
     request.set_after_seq(seq);
+    request.set_store_epoch(epoch);
     Status status = client.WatchSweep(request, [&](const pb::WatchSweepResponse& m) {
       received = true;
       sink->OnEvent(m.event());
       seq = std::max(seq, m.event().seq());
+      if (!m.event().store_epoch().empty()) epoch = m.event().store_epoch();
       return sink->final_state() == pb::SWEEP_STATE_UNSPECIFIED;
     });
     if (sink->final_state() != pb::SWEEP_STATE_UNSPECIFIED) break;
+    if (status.code() == StatusCode::kFailedPrecondition && !epoch.empty() &&
+        status.message().find("store_epoch") != std::string::npos) {
+      // The store was rolled back since `seq`: the numbers after it were handed out again.
+      sink->OnRestart("the coordinator's store changed epoch (" + status.message() + ")");
+      seq = 0;
+      epoch.clear();
+      continue;
+    }
     if (!status.ok() && !Retryable(status)) return status;
     if (received) {
       backoff = std::chrono::milliseconds(500);

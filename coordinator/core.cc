@@ -532,6 +532,16 @@ Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
   {
     absl::MutexLock lock(&mu_);
     RDATTN_RETURN_IF_ERROR(store_->GetSweep(req.sweep_id()).status());
+    // A resume point of another store epoch names other events (the store was rolled back or
+    // replaced since): tell the watcher rather than skip what it never saw.
+    if (!req.store_epoch().empty() && req.store_epoch() != store_->epoch()) {
+      return FailedPreconditionError(
+          "store_epoch: the watch resumes after seq " + std::to_string(req.after_seq()) +
+          " of store epoch " + req.store_epoch() + ", but the store is now in epoch " +
+          store_->epoch() +
+          " (it was rolled back or replaced, and event numbers may have been handed out "
+          "again): restart the watch from seq 0 with no store_epoch");
+    }
     watch = &watches_[req.sweep_id()];
     ++watch->watches;
   }
@@ -555,6 +565,7 @@ Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
       seen_gen = watch->gen;
       read_now = false;
       RDATTN_ASSIGN_OR_RETURN(batch, store_->ReadEvents(req.sweep_id(), cursor, kWatchBatch));
+      for (EventRow& e : batch) e.event.set_store_epoch(store_->epoch());
       if (batch.empty()) {
         RDATTN_ASSIGN_OR_RETURN(SweepRow sweep, store_->GetSweep(req.sweep_id()));
         if (IsTerminal(sweep.state)) return Status::Ok();  // nothing more will come

@@ -77,6 +77,9 @@ struct StateCounts {
     int busy_slots = 0;
   };
   std::vector<Worker> workers;  // every registered worker, by id
+  // Reads of stored rows whose checksum did not match (DATA_LOSS; such rows are left out of the
+  // counts above), since the store was opened.
+  int64_t checksum_failures = 0;
 };
 
 class Core {

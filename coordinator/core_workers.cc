@@ -484,6 +484,7 @@ StatusOr<StateCounts> Core::ReadStateCounts(absl::Duration retention) {
     m.busy_slots = std::max(0, w.slots) - m.free_slots;
     out.workers.push_back(std::move(m));
   }
+  out.checksum_failures = store_->checksum_failures();
   return out;
 }
 

@@ -5,9 +5,12 @@
 // line "rdattn-coordinator: metrics on http://HOST:PORT/metrics" with the bound port.
 // docs/coordinator.md lists the flags (--help too). Flags are spelled --flag-name (as documented;
 // --flag_name is still accepted). A usage error exits 1, like every other startup failure.
+#include <absl/time/clock.h>
+#include <absl/time/time.h>
 #include <grpcpp/security/server_credentials.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -42,6 +45,7 @@ constexpr int kExitUsage = 1;
 struct Flags {
   std::string listen = "127.0.0.1:50051";
   std::string db = "rdattn.db";
+  std::string store_sync = "full";
   int lease_seconds = 60;
   int heartbeat_seconds = 10;
   int restart_grace_seconds = -1;
@@ -59,7 +63,12 @@ struct Flags {
 
 void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--listen", f.listen, "host:port to serve on; port 0 picks a free port");
-  app.add_option("--db", f.db, "SQLite database file (created if missing; WAL mode)");
+  app.add_option("--db", f.db,
+                 "SQLite database file (created if missing; WAL mode). One coordinator per file: "
+                 "FILE.lock is held while it runs");
+  app.add_option("--store-sync", f.store_sync,
+                 "full: fsync the WAL before acknowledging a write (survives a power loss); "
+                 "normal: do not (faster; only to measure the cost)");
   app.add_option("--lease-seconds", f.lease_seconds,
                  "lease lifetime without a heartbeat renewal (> 0)");
   app.add_option("--heartbeat-seconds", f.heartbeat_seconds,
@@ -210,8 +219,48 @@ int main(int argc, char** argv) {
   if (!creds.ok()) return Fail(creds.status());
 
   const std::string db_path = flags.db;
-  StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path);
-  if (!store.ok()) return Fail(store.status());
+  if (flags.store_sync != "full" && flags.store_sync != "normal") {
+    return usage("--store-sync: expected full or normal, got '" + flags.store_sync + "'");
+  }
+  // One coordinator per store (docs/operations.md, "One coordinator per store"): the lock is
+  // taken before the file is opened and held until the process exits.
+  std::unique_ptr<FileLock> store_lock;
+  StoreOptions store_options;
+  store_options.synchronous_full = flags.store_sync == "full";
+  store_options.quick_check = true;
+  if (db_path != ":memory:") {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    const std::string holder = "pid " + std::to_string(getpid()) + ", host " + host + ", started " +
+                               absl::FormatTime(absl::Now()) + "\n";
+    StatusOr<std::unique_ptr<FileLock>> lock = FileLock::Acquire(db_path + ".lock", holder);
+    if (!lock.ok()) return Fail(lock.status().WithPrefix("database " + db_path));
+    store_lock = std::move(*lock);
+    // SQLite's recovery silently drops a damaged WAL's tail: look at it first.
+    StatusOr<WalCheck> wal = CheckWal(db_path + "-wal");
+    if (!wal.ok()) return Fail(wal.status());
+    if (!wal->damage.empty()) {
+      store_options.new_epoch_reason = "damaged WAL " + db_path + "-wal: " + wal->damage;
+      RDATTN_LOG(kError) << "DAMAGED WAL: " << db_path << "-wal (" << wal->bytes
+                         << " bytes): " << wal->damage << ". SQLite recovers only the "
+                         << wal->commits
+                         << " transactions before it: writes that were acknowledged may be LOST "
+                         << "(sweeps, results, events). Starting a new store epoch so that "
+                         << "watchers are told; check recent submissions.";
+    } else if (wal->exists && wal->bytes > 0) {
+      RDATTN_LOG(kInfo) << "WAL " << db_path << "-wal: " << wal->frames << " frames, "
+                        << wal->commits << " commits to recover, no damage seen";
+    }
+  }
+  StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path, store_options);
+  if (!store.ok()) {
+    return Fail(store.status().code() == StatusCode::kDataLoss
+                    ? store.status().WithPrefix("refusing to serve a damaged store (restore " +
+                                                db_path + " from a backup)")
+                    : store.status());
+  }
+  RDATTN_LOG(kInfo) << "store " << db_path << ": quick_check ok, epoch " << (*store)->epoch()
+                    << ", synchronous=" << flags.store_sync;
 
   // Declared before the core and the server, which borrow it (destroyed after them).
   std::unique_ptr<CoordinatorMetrics> metrics;

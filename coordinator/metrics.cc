@@ -257,6 +257,17 @@ std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
   }
   AddGauge(workers, {{"state", "alive"}}, static_cast<double>(alive));
   AddGauge(workers, {{"state", "lost"}}, static_cast<double>(counts->workers.size()) - alive);
+  prometheus::MetricFamily damaged;
+  damaged.name = "rdattn_store_checksum_failures_total";
+  damaged.help =
+      "Reads of stored rows whose checksum did not match (answered DATA_LOSS, left out of every "
+      "other metric), since the coordinator started.";
+  damaged.type = prometheus::MetricType::Counter;
+  {
+    prometheus::ClientMetric m;
+    m.counter.value = static_cast<double>(counts->checksum_failures);
+    damaged.metric.push_back(std::move(m));
+  }
 
   std::vector<prometheus::MetricFamily> out;
   out.push_back(std::move(jobs));
@@ -264,6 +275,7 @@ std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
   out.push_back(std::move(sweep_jobs));
   out.push_back(std::move(slots));
   out.push_back(std::move(workers));
+  out.push_back(std::move(damaged));
   return out;
 }
 

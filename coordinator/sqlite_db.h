@@ -50,6 +50,8 @@ class SqliteStmt {
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::string Text(int col) const;
   std::string Blob(int col) const;
+  // The index of the result column named `name`, or -1.
+  int ColumnIndex(std::string_view name) const;
 
  private:
   SqliteDb* db_;
@@ -81,6 +83,42 @@ class SqliteDb {
   explicit SqliteDb(sqlite3* db) : db_(db) {}
   sqlite3* db_;  // never null
   std::map<std::string, sqlite3_stmt*> cache_;
+};
+
+// What CheckWal found in a `-wal` file, read before SQLite opens the database (SQLite's own
+// recovery silently drops everything from the first bad frame on).
+struct WalCheck {
+  bool exists = false;
+  int64_t bytes = 0;
+  int64_t frames = 0;   // valid frames of the current generation (salts of the header)
+  int64_t commits = 0;  // of them, commit frames (transactions SQLite will recover)
+  // Non-empty: acknowledged writes may have been lost. Says what was found, e.g. "the WAL ends
+  // mid-frame: frame 12 (offset 49464) has 1200 of its 4120 bytes".
+  std::string damage;
+};
+
+// Reads the WAL at `wal_path` (https://www.sqlite.org/fileformat2.html#walformat): the 32-byte
+// header (magic, version, page size, salts, checksum) and then the frames of the current
+// generation with their cumulative checksums. Damage: a header cut short or failing its magic
+// or checksum, the current generation ending mid-frame, or a frame with the current salts that
+// fails the checksum chain and is followed by more bytes. A WAL cut exactly at a frame boundary
+// looks like a shorter, valid WAL: that cannot be seen here. Only I/O errors are errors.
+StatusOr<WalCheck> CheckWal(const std::string& wal_path);
+
+// An exclusive lock (flock) on `path`, held until destruction (the process's lifetime). The
+// file holds `holder` (pid, host, start time). Held elsewhere: FAILED_PRECONDITION naming the
+// lock file and what its holder wrote.
+class FileLock {
+ public:
+  static StatusOr<std::unique_ptr<FileLock>> Acquire(const std::string& path,
+                                                     const std::string& holder);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_;
 };
 
 }  // namespace rdattn::coordinator

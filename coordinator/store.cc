@@ -2,8 +2,17 @@
 // hold serialized protos; times are unix microseconds (0 = unset).
 #include "coordinator/store.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string_view>
 #include <utility>
 
+#include "common/digest.h"
+#include "common/file_util.h"
+#include "common/log.h"
 #include "coordinator/proto_convert.h"
 
 namespace rdattn::coordinator {
@@ -61,7 +70,10 @@ CREATE TABLE IF NOT EXISTS jobs (
   create_us         INTEGER NOT NULL,
   start_us          INTEGER NOT NULL DEFAULT 0,
   end_us            INTEGER NOT NULL DEFAULT 0,
-  update_us         INTEGER NOT NULL
+  update_us         INTEGER NOT NULL,
+  -- Checksums of the result columns (JobResultDigests): 8 bytes per field, in kJobResultFields
+  -- order; written with every UPDATE, checked at every read.
+  result_digests     BLOB
 );
 CREATE INDEX IF NOT EXISTS jobs_by_sweep ON jobs(sweep_id, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, priority, seq);
@@ -95,7 +107,8 @@ CREATE TABLE IF NOT EXISTS events (
   metric_seq  INTEGER,
   metric_kind INTEGER,
   time_us     INTEGER NOT NULL,
-  blob        BLOB NOT NULL
+  blob        BLOB NOT NULL,
+  digest      INTEGER  -- EventDigest of the row (every column but seq), checked at every read
 );
 CREATE INDEX IF NOT EXISTS events_by_sweep ON events(sweep_id, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_metric
@@ -117,13 +130,30 @@ CREATE TABLE IF NOT EXISTS sequential (
   sweep_id TEXT PRIMARY KEY REFERENCES sweeps(id),
   state    BLOB NOT NULL
 );
+-- Facts about the store itself: store_epoch (and why it last changed: epoch_reason).
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
 )sql";
+
+// Schema version 2: the steps that bring a version 1 file up to it, in order, each one
+// statement. A fresh file gets kSchema (which already has every column) and no step. Helpers of
+// issue 24 append their own steps here (and their columns to kSchema).
+constexpr const char* kMigrationsV2[] = {
+    // Stored results are verified (docs/operations.md "Stored results and the store epoch"):
+    // checksums of the result columns and of every event row. Store::BackfillChecksums fills
+    // them in for the rows written before the upgrade.
+    "ALTER TABLE jobs ADD COLUMN result_digests BLOB",
+    "ALTER TABLE events ADD COLUMN digest INTEGER",
+};
 
 constexpr char kJobColumns[] =
     "seq, id, sweep_id, pair_group, spec, state, attempts, preemptions, max_attempts, priority, "
     "world_size, hardware_pref, cancel_requested, worker_id, worker_kind, lease_id, "
     "lease_expiry_us, step, tokens, last_train_loss, last_val_nll, tokens_per_second, "
-    "init_checksum, last_checkpoint, failure_reason, create_us, start_us, end_us, update_us";
+    "init_checksum, last_checkpoint, failure_reason, create_us, start_us, end_us, update_us, "
+    "result_digests";
 
 constexpr char kSweepColumns[] =
     "seq, id, request_id, owner, spec, state, cancel_requested, message, max_attempts, "
@@ -134,7 +164,129 @@ constexpr char kAttemptColumns[] =
     "exit_code, term_signal, stderr_tail, message";
 
 constexpr char kEventColumns[] =
-    "seq, sweep_id, job_id, kind, attempt, metric_seq, metric_kind, time_us, blob";
+    "seq, sweep_id, job_id, kind, attempt, metric_seq, metric_kind, time_us, blob, digest";
+
+// --- checksums of stored results (docs/operations.md "Stored results and the store epoch")
+
+// Values as SQLite gives them back: a NaN REAL is stored as NULL (read as 0) and an integral
+// REAL as an integer (-0.0 comes back as 0.0).
+double StoredDouble(double v) { return std::isnan(v) || v == 0 ? 0.0 : v; }
+
+// XXH3-64 over typed, length-prefixed values, so that no two different rows hash alike by
+// concatenation.
+class RowDigest {
+ public:
+  RowDigest& Add(int64_t v) {
+    s_.Update("i", 1);
+    s_.Update(&v, sizeof v);
+    return *this;
+  }
+  RowDigest& Add(double v) {
+    v = StoredDouble(v);
+    s_.Update("d", 1);
+    s_.Update(&v, sizeof v);
+    return *this;
+  }
+  RowDigest& Add(std::string_view v) {
+    const uint64_t n = v.size();
+    s_.Update("s", 1);
+    s_.Update(&n, sizeof n);
+    s_.Update(v);
+    return *this;
+  }
+  RowDigest& AddNull() {
+    s_.Update("n", 1);
+    return *this;
+  }
+  int64_t Digest() const { return static_cast<int64_t>(s_.Digest()); }
+
+ private:
+  Xxh3Stream s_;
+};
+
+// The job columns a checksum covers, each with its own (so an error names the field): what
+// GetSweep serves as the job's results and progress, and the state they belong to.
+constexpr const char* kJobResultFields[] = {"state",         "step",
+                                            "tokens",        "last_train_loss",
+                                            "last_val_nll",  "tokens_per_second",
+                                            "init_checksum", "last_checkpoint",
+                                            "failure_reason"};
+constexpr size_t kJobResultFieldCount = sizeof(kJobResultFields) / sizeof(kJobResultFields[0]);
+
+// One 8-byte digest per kJobResultFields entry, each bound to the job id and the field name.
+std::string JobResultDigests(const std::string& job_id, int state, int64_t step, int64_t tokens,
+                             double last_train_loss, double last_val_nll, double tokens_per_second,
+                             const std::string& init_checksum, const std::string& last_checkpoint,
+                             const std::string& failure_reason) {
+  std::string out;
+  auto field = [&](size_t i, auto value) {
+    RowDigest d;
+    d.Add(std::string_view(job_id)).Add(std::string_view(kJobResultFields[i])).Add(value);
+    const int64_t v = d.Digest();
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  };
+  field(0, int64_t{state});
+  field(1, step);
+  field(2, tokens);
+  field(3, last_train_loss);
+  field(4, last_val_nll);
+  field(5, tokens_per_second);
+  field(6, std::string_view(init_checksum));
+  field(7, std::string_view(last_checkpoint));
+  field(8, std::string_view(failure_reason));
+  return out;
+}
+
+// The checksum of an event row: every column but seq (assigned by SQLite at insert).
+struct EventDigestInput {
+  std::string_view sweep_id, job_id;
+  int kind = 0;
+  bool metric = false;  // attempt, metric_seq and metric_kind are NULL otherwise
+  int64_t attempt = 0, metric_seq = 0, metric_kind = 0, time_us = 0;
+  std::string_view blob;
+};
+int64_t EventDigest(const EventDigestInput& e) {
+  RowDigest d;
+  d.Add(e.sweep_id).Add(e.job_id).Add(int64_t{e.kind});
+  if (e.metric) {
+    d.Add(e.attempt).Add(e.metric_seq).Add(e.metric_kind);
+  } else {
+    d.AddNull().AddNull().AddNull();
+  }
+  d.Add(e.time_us).Add(e.blob);
+  return d.Digest();
+}
+
+// What an event row holds, for a checksum error: the result a reader would have taken from it.
+std::string EventField(EventKind kind, int metric_kind) {
+  switch (kind) {
+    case EventKind::kJobStateChange:
+      return "job state change event";
+    case EventKind::kSweepStateChange:
+      return "sweep state change event";
+    case EventKind::kSeedLook:
+      return "seed look event";
+    case EventKind::kMetric:
+      break;
+  }
+  switch (metric_kind) {
+    case pb::MetricEvent::KIND_EVAL:
+      return "val_nll (KIND_EVAL event)";
+    case pb::MetricEvent::KIND_FINISHED:
+      return "test_nll (KIND_FINISHED event)";
+    case pb::MetricEvent::KIND_TRAIN_STEP:
+      return "train_loss (KIND_TRAIN_STEP event)";
+    case pb::MetricEvent::KIND_INIT:
+      return "init_param_checksum (KIND_INIT event)";
+    default:
+      return "metric event of kind " + std::to_string(metric_kind);
+  }
+}
+
+std::string DamagedHint() {
+  return "; the store file is damaged: restore it from a backup or rerun the job "
+         "(docs/operations.md, \"Stored results and the store epoch\")";
+}
 
 template <typename Message>
 Status ParseBlob(const std::string& bytes, Message* out, const std::string& what) {
@@ -200,7 +352,26 @@ StatusOr<EventRow> ReadEvent(SqliteStmt& s) {
   r.metric_seq = s.IsNull(5) ? 0 : s.Int(5);
   r.metric_kind = s.IsNull(6) ? 0 : static_cast<int>(s.Int(6));
   r.time_us = s.Int(7);
-  RDATTN_RETURN_IF_ERROR(ParseBlob(s.Blob(8), &r.event, "event " + std::to_string(r.seq)));
+  const std::string blob = s.Blob(8);
+  EventDigestInput in;
+  in.sweep_id = r.sweep_id;
+  in.job_id = r.job_id;
+  in.kind = static_cast<int>(s.Int(3));
+  in.metric = !s.IsNull(4);
+  in.attempt = s.Int(4);
+  in.metric_seq = s.Int(5);
+  in.metric_kind = s.Int(6);
+  in.time_us = r.time_us;
+  in.blob = blob;
+  if (s.IsNull(9) || s.Int(9) != EventDigest(in)) {
+    std::string where = "sweep " + r.sweep_id;
+    if (!r.job_id.empty()) where += ", job " + r.job_id;
+    if (r.kind == EventKind::kMetric) where += ", attempt " + std::to_string(r.attempt);
+    return DataLossError(where + ": stored " + EventField(r.kind, r.metric_kind) + " (event " +
+                         std::to_string(r.seq) + ") " +
+                         (s.IsNull(9) ? "has no checksum" : "fails its checksum") + DamagedHint());
+  }
+  RDATTN_RETURN_IF_ERROR(ParseBlob(blob, &r.event, "event " + std::to_string(r.seq)));
   r.event.set_seq(static_cast<uint64_t>(r.seq));
   r.event.set_sweep_id(r.sweep_id);
   SetTimestamp(r.time_us, r.event.mutable_time());
@@ -222,18 +393,22 @@ StatusOr<WorkerRow> ReadWorker(SqliteStmt& s) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const StoreOptions& options) {
   RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, SqliteDb::Open(path));
   std::unique_ptr<Store> store(new Store(std::move(db)));
-  RDATTN_RETURN_IF_ERROR(store->Init().WithPrefix("database " + path));
+  store->path_ = path;
+  RDATTN_RETURN_IF_ERROR(store->Init(options).WithPrefix("database " + path));
   return store;
 }
 
-Status Store::Init() {
+Status Store::Init(const StoreOptions& options) {
   RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA busy_timeout = 5000"));
+  if (options.quick_check) RDATTN_RETURN_IF_ERROR(QuickCheck());
   // journal_mode answers with the mode in force; ":memory:" databases stay "memory".
   RDATTN_RETURN_IF_ERROR(db_->QueryText("PRAGMA journal_mode = WAL").status());
-  RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = NORMAL"));
+  // FULL: the WAL is fsynced at every COMMIT, before the reply that acknowledges the write.
+  RDATTN_RETURN_IF_ERROR(db_->Exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
+                                                            : "PRAGMA synchronous = NORMAL"));
   RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA foreign_keys = ON"));
   RDATTN_ASSIGN_OR_RETURN(std::string version_text, db_->QueryText("PRAGMA user_version"));
   const int version = version_text.empty() ? 0 : std::stoi(version_text);
@@ -243,12 +418,174 @@ Status Store::Init() {
                                    std::to_string(kSchemaVersion) + ")");
   }
   return Transaction([&]() -> Status {
+    // A file made by an older coordinator (version >= 1) first gets the steps of each newer
+    // version; kSchema then adds nothing to it but new tables and indexes.
+    if (version >= 1 && version < 2) {
+      for (const char* step : kMigrationsV2) {
+        RDATTN_RETURN_IF_ERROR(
+            db_->Exec(step).WithPrefix("upgrading the schema from version 1 to 2"));
+      }
+    }
     RDATTN_RETURN_IF_ERROR(db_->Exec(kSchema));
+    if (version >= 1 && version < 2) {
+      RDATTN_RETURN_IF_ERROR(
+          BackfillChecksums().WithPrefix("upgrading the schema from version 1 to 2"));
+    }
     if (version < kSchemaVersion) {
       RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)));
     }
-    return Status::Ok();
+    RDATTN_RETURN_IF_ERROR(InitEpoch(options));
+    return ApplySeqMark();
   });
+}
+
+Status Store::BackfillChecksums() {
+  // Rows of version 1 were never checked: their checksums are computed from what is stored now.
+  struct JobDigest {
+    std::string id, digests;
+  };
+  std::vector<JobDigest> jobs;
+  {
+    RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                            db_->Prepare("SELECT id, state, step, tokens, last_train_loss, "
+                                         "last_val_nll, tokens_per_second, init_checksum, "
+                                         "last_checkpoint, failure_reason FROM jobs "
+                                         "WHERE result_digests IS NULL"));
+    while (true) {
+      RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      const std::string id = s.Text(0);
+      jobs.push_back(
+          {id, JobResultDigests(id, static_cast<int>(s.Int(1)), s.Int(2), s.Int(3), s.Double(4),
+                                s.Double(5), s.Double(6), s.Text(7), s.Text(8), s.Text(9))});
+    }
+  }
+  for (const JobDigest& j : jobs) {
+    RDATTN_ASSIGN_OR_RETURN(SqliteStmt u,
+                            db_->Prepare("UPDATE jobs SET result_digests = ?2 WHERE id = ?1"));
+    u.Bind(1, j.id).BindBlob(2, j.digests);
+    RDATTN_RETURN_IF_ERROR(u.Run());
+  }
+  std::vector<std::pair<int64_t, int64_t>> events;  // seq, digest
+  {
+    RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                            db_->Prepare(std::string("SELECT ") + kEventColumns +
+                                         " FROM events WHERE digest IS NULL ORDER BY seq"));
+    while (true) {
+      RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      const std::string sweep_id = s.Text(1), job_id = s.Text(2), blob = s.Blob(8);
+      EventDigestInput in;
+      in.sweep_id = sweep_id;
+      in.job_id = job_id;
+      in.kind = static_cast<int>(s.Int(3));
+      in.metric = !s.IsNull(4);
+      in.attempt = s.Int(4);
+      in.metric_seq = s.Int(5);
+      in.metric_kind = s.Int(6);
+      in.time_us = s.Int(7);
+      in.blob = blob;
+      events.emplace_back(s.Int(0), EventDigest(in));
+    }
+  }
+  for (const auto& [seq, digest] : events) {
+    RDATTN_ASSIGN_OR_RETURN(SqliteStmt u,
+                            db_->Prepare("UPDATE events SET digest = ?2 WHERE seq = ?1"));
+    u.Bind(1, seq).Bind(2, digest);
+    RDATTN_RETURN_IF_ERROR(u.Run());
+  }
+  RDATTN_LOG(kInfo) << "store upgraded to schema version 2: checksums computed for " << jobs.size()
+                    << " jobs and " << events.size() << " events";
+  return Status::Ok();
+}
+
+Status Store::InitEpoch(const StoreOptions& options) {
+  RDATTN_ASSIGN_OR_RETURN(std::string epoch,
+                          db_->QueryText("SELECT value FROM meta WHERE key = 'store_epoch'"));
+  std::string reason;
+  if (epoch.empty()) {
+    reason = "new store";
+  } else if (!options.new_epoch_reason.empty()) {
+    reason = options.new_epoch_reason;
+  } else {
+    epoch_ = epoch;
+    return Status::Ok();
+  }
+  std::random_device rd;
+  const uint64_t bits = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+  const std::string previous = epoch;
+  epoch_ = hex;
+  for (const auto& [key, value] :
+       {std::pair<std::string, std::string>{"store_epoch", epoch_}, {"epoch_reason", reason}}) {
+    RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                            db_->Prepare("INSERT INTO meta (key, value) VALUES (?1, ?2) "
+                                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+    s.Bind(1, key).Bind(2, value);
+    RDATTN_RETURN_IF_ERROR(s.Run());
+  }
+  if (!previous.empty()) {
+    RDATTN_LOG(kError) << "store epoch " << previous << " ended, new epoch " << epoch_ << ": "
+                       << reason << ". Watchers resuming with the old epoch are told to "
+                       << "restart from 0.";
+  }
+  return Status::Ok();
+}
+
+Status Store::ApplySeqMark() {
+  if (path_.empty() || path_ == ":memory:") return Status::Ok();
+  const std::string mark_path = path_ + ".seqmark";
+  std::ifstream in(mark_path);
+  std::string mark_epoch;
+  int64_t mark = 0;
+  if (!in) return Status::Ok();  // none yet: the first event of this epoch writes it
+  if (!(in >> mark_epoch >> mark) || mark < 0) {
+    RDATTN_LOG(kWarning) << mark_path << " does not parse as 'EPOCH SEQ'; it is rewritten at the "
+                         << "next event";
+    return Status::Ok();
+  }
+  if (mark_epoch != epoch_) return Status::Ok();  // another epoch's numbers: not ours
+  RDATTN_ASSIGN_OR_RETURN(
+      std::string current,
+      db_->QueryText("SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'events'"));
+  const int64_t now = current.empty() ? 0 : std::stoll(current);
+  if (mark > now) {
+    RDATTN_RETURN_IF_ERROR(db_->Exec("DELETE FROM sqlite_sequence WHERE name = 'events'"));
+    RDATTN_RETURN_IF_ERROR(db_->Exec("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', " +
+                                     std::to_string(mark) + ")"));
+    RDATTN_LOG(kInfo) << "event numbers continue after " << mark << " (the high-water mark of "
+                      << "store epoch " << epoch_ << " in " << mark_path
+                      << "; the store's last was " << now << ")";
+  }
+  seq_reserved_ = std::max(mark, now);
+  return Status::Ok();
+}
+
+Status Store::ReserveSeqs(int64_t seq) {
+  if (path_.empty() || path_ == ":memory:") {
+    seq_reserved_ = seq;
+    return Status::Ok();
+  }
+  const int64_t mark = seq + kSeqBlock;
+  RDATTN_RETURN_IF_ERROR(
+      WriteFileAtomically(path_ + ".seqmark", epoch_ + " " + std::to_string(mark) + "\n"));
+  seq_reserved_ = mark;
+  return Status::Ok();
+}
+
+Status Store::QuickCheck() {
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("PRAGMA quick_check(20)"));
+  std::vector<std::string> lines;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    lines.push_back(s.Text(0));
+  }
+  if (lines.size() == 1 && lines[0] == "ok") return Status::Ok();
+  std::string said;
+  for (const std::string& l : lines) said += (said.empty() ? "" : "; ") + l;
+  return DataLossError("PRAGMA quick_check found damage: " + (said.empty() ? "no answer" : said));
 }
 
 Status Store::Transaction(const std::function<Status()>& fn) {
@@ -395,7 +732,14 @@ Status Store::UpdateJob(const JobRow& r) {
   s.Bind(17, r.failure_reason).Bind(18, r.start_us).Bind(19, r.end_us).Bind(20, r.update_us);
   RDATTN_RETURN_IF_ERROR(s.Run());
   if (db_->Changes() != 1) return NotFoundError("job " + r.id + " not found");
-  return Status::Ok();
+  // The checksums of the result columns, written with them (same transaction).
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt d,
+                          db_->Prepare("UPDATE jobs SET result_digests = ?2 WHERE id = ?1"));
+  d.Bind(1, r.id).BindBlob(
+      2, JobResultDigests(r.id, static_cast<int>(ToProto(r.state)), r.step, r.tokens,
+                          r.last_train_loss, r.last_val_nll, r.tokens_per_second, r.init_checksum,
+                          r.last_checkpoint, r.failure_reason));
+  return d.Run();
 }
 
 StatusOr<JobRow> Store::ReadJob(SqliteStmt& s) {
@@ -429,6 +773,21 @@ StatusOr<JobRow> Store::ReadJob(SqliteStmt& s) {
   r.start_us = s.Int(26);
   r.end_us = s.Int(27);
   r.update_us = s.Int(28);
+  // The result columns are served only when their checksums match (each field its own).
+  const int digest_col = s.ColumnIndex("result_digests");
+  if (digest_col < 0) return InternalError("ReadJob: the query has no result_digests column");
+  const std::string stored = s.Blob(digest_col);
+  const std::string expected = JobResultDigests(
+      r.id, static_cast<int>(s.Int(5)), r.step, r.tokens, r.last_train_loss, r.last_val_nll,
+      r.tokens_per_second, r.init_checksum, r.last_checkpoint, r.failure_reason);
+  for (size_t i = 0; i < kJobResultFieldCount; ++i) {
+    if (stored.size() != expected.size() || stored.compare(i * 8, 8, expected, i * 8, 8) != 0) {
+      return DataLossError(
+          "sweep " + r.sweep_id + ", job " + r.id + ": stored " + kJobResultFields[i] +
+          (stored.size() != expected.size() ? " has no valid checksum" : " fails its checksum") +
+          DamagedHint());
+    }
+  }
   return r;
 }
 
@@ -438,7 +797,7 @@ StatusOr<std::vector<JobRow>> Store::QueryJobs(const std::string& where, const s
                           db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE " +
                                        where + " ORDER BY seq"));
   s.Bind(1, arg).Bind(2, int_arg);
-  return ReadAll<JobRow>(s, [this](SqliteStmt& st) { return ReadJob(st); });
+  return ReadAll<JobRow>(s, [this](SqliteStmt& st) { return Counted(ReadJob(st)); });
 }
 
 StatusOr<JobRow> Store::GetJob(const std::string& id) {
@@ -542,15 +901,36 @@ StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
   return f;
 }
 
+namespace {
+// The job columns JobResultDigests covers, then result_digests (columns 1..11 after a first).
+constexpr char kJobDigestColumns[] =
+    "j.id, j.state, j.step, j.tokens, j.last_train_loss, j.last_val_nll, j.tokens_per_second, "
+    "j.init_checksum, j.last_checkpoint, j.failure_reason, j.result_digests";
+// Whether the job row read through kJobDigestColumns (from column `c`) matches its checksums.
+bool JobRowIntact(const SqliteStmt& s, int c) {
+  return s.Blob(c + 10) == JobResultDigests(s.Text(c), static_cast<int>(s.Int(c + 1)), s.Int(c + 2),
+                                            s.Int(c + 3), s.Double(c + 4), s.Double(c + 5),
+                                            s.Double(c + 6), s.Text(c + 7), s.Text(c + 8),
+                                            s.Text(c + 9));
+}
+}  // namespace
+
+// The metrics count rows one by one so that a damaged job (its checksums do not match) is left
+// out of every gauge and counted in checksum_failures_ instead: a metric never exports a number
+// taken from a damaged row.
 StatusOr<std::map<JobState, int64_t>> Store::CountJobsByState() {
-  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
-                          db_->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s, db_->Prepare(std::string("SELECT 0, ") + kJobDigestColumns + " FROM jobs j"));
   std::map<JobState, int64_t> out;
   while (true) {
     RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(0))));
-    out[state] += s.Int(1);
+    if (!JobRowIntact(s, 1)) {
+      ++checksum_failures_;
+      continue;
+    }
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(2))));
+    out[state] += 1;
   }
   return out;
 }
@@ -570,11 +950,10 @@ StatusOr<std::map<SweepState, int64_t>> Store::CountSweepsByState() {
 
 StatusOr<std::map<std::string, std::map<JobState, int64_t>>> Store::CountSweepJobs(
     int64_t ended_after_us) {
-  RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s,
-      db_->Prepare(
-          "SELECT s.id, j.state, COUNT(j.id) FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id "
-          "WHERE s.state NOT IN (?1, ?2, ?3) OR s.end_us > ?4 GROUP BY s.id, j.state"));
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
+                          db_->Prepare(std::string("SELECT s.id, ") + kJobDigestColumns +
+                                       " FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id "
+                                       "WHERE s.state NOT IN (?1, ?2, ?3) OR s.end_us > ?4"));
   s.Bind(1, static_cast<int>(pb::SWEEP_STATE_SUCCEEDED))
       .Bind(2, static_cast<int>(pb::SWEEP_STATE_FAILED))
       .Bind(3, static_cast<int>(pb::SWEEP_STATE_CANCELLED))
@@ -585,8 +964,12 @@ StatusOr<std::map<std::string, std::map<JobState, int64_t>>> Store::CountSweepJo
     if (!row) break;
     std::map<JobState, int64_t>& counts = out[s.Text(0)];
     if (s.IsNull(1)) continue;  // a sweep without jobs
-    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(1))));
-    counts[state] += s.Int(2);
+    if (!JobRowIntact(s, 1)) {
+      ++checksum_failures_;
+      continue;
+    }
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(2))));
+    counts[state] += 1;
   }
   return out;
 }
@@ -653,25 +1036,39 @@ StatusOr<bool> Store::AppendEvent(EventRow& row) {
   RDATTN_ASSIGN_OR_RETURN(
       SqliteStmt s,
       db_->Prepare("INSERT OR IGNORE INTO events (sweep_id, job_id, kind, attempt, metric_seq, "
-                   "metric_kind, time_us, blob) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
-  // The stored blob leaves out what the columns hold (seq, sweep id, time).
+                   "metric_kind, time_us, blob, digest) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
+  // The stored blob leaves out what the columns hold (seq, sweep id, time) and the epoch.
   pb::WatchEvent stored = row.event;
   stored.clear_seq();
   stored.clear_sweep_id();
   stored.clear_time();
+  stored.clear_store_epoch();
+  const std::string blob = stored.SerializeAsString();
+  EventDigestInput in;
+  in.sweep_id = row.sweep_id;
+  in.job_id = row.job_id;
+  in.kind = static_cast<int>(row.kind);
+  in.metric = row.kind == EventKind::kMetric;
+  in.attempt = in.metric ? row.attempt : 0;
+  in.metric_seq = in.metric ? row.metric_seq : 0;
+  in.metric_kind = in.metric ? row.metric_kind : 0;
+  in.time_us = row.time_us;
+  in.blob = blob;
   s.Bind(1, row.sweep_id).Bind(2, row.job_id).Bind(3, static_cast<int>(row.kind));
   if (row.kind == EventKind::kMetric) {
     s.Bind(4, row.attempt).Bind(5, row.metric_seq).Bind(6, row.metric_kind);
   } else {
     s.BindNull(4).BindNull(5).BindNull(6);
   }
-  s.Bind(7, row.time_us).BindBlob(8, stored.SerializeAsString());
+  s.Bind(7, row.time_us).BindBlob(8, blob).Bind(9, EventDigest(in));
   RDATTN_RETURN_IF_ERROR(s.Run());
   if (db_->Changes() == 0) {
     row.seq = 0;
     return false;
   }
   row.seq = db_->LastInsertRowId();
+  if (row.seq > seq_reserved_) RDATTN_RETURN_IF_ERROR(ReserveSeqs(row.seq));
   row.event.set_seq(static_cast<uint64_t>(row.seq));
   row.event.set_sweep_id(row.sweep_id);
   SetTimestamp(row.time_us, row.event.mutable_time());
@@ -685,7 +1082,7 @@ StatusOr<std::vector<EventRow>> Store::ReadEvents(const std::string& sweep_id, i
       db_->Prepare(std::string("SELECT ") + kEventColumns +
                    " FROM events WHERE sweep_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"));
   s.Bind(1, sweep_id).Bind(2, after_seq).Bind(3, limit);
-  return ReadAll<EventRow>(s, ReadEvent);
+  return ReadAll<EventRow>(s, [this](SqliteStmt& st) { return Counted(ReadEvent(st)); });
 }
 
 StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep_id,
@@ -696,7 +1093,7 @@ StatusOr<std::vector<EventRow>> Store::ReadMetricEvents(const std::string& sweep
                    " FROM events WHERE sweep_id = ?1 AND kind = ?2 AND metric_kind = ?3 "
                    "ORDER BY seq"));
   s.Bind(1, sweep_id).Bind(2, static_cast<int>(EventKind::kMetric)).Bind(3, metric_kind);
-  return ReadAll<EventRow>(s, ReadEvent);
+  return ReadAll<EventRow>(s, [this](SqliteStmt& st) { return Counted(ReadEvent(st)); });
 }
 
 StatusOr<std::vector<EventRow>> Store::ReadJobMetricEvents(const std::string& job_id,
@@ -706,7 +1103,7 @@ StatusOr<std::vector<EventRow>> Store::ReadJobMetricEvents(const std::string& jo
                                        " FROM events WHERE job_id = ?1 AND metric_seq IS NOT NULL "
                                        "AND metric_kind = ?2 ORDER BY seq"));
   s.Bind(1, job_id).Bind(2, metric_kind);
-  return ReadAll<EventRow>(s, ReadEvent);
+  return ReadAll<EventRow>(s, [this](SqliteStmt& st) { return Counted(ReadEvent(st)); });
 }
 
 StatusOr<int64_t> Store::LastEventSeq() {

@@ -126,14 +126,39 @@ struct SweepFilter {
   int limit = 50;
 };
 
+// How Store::Open treats the file (docs/operations.md, "Stored results and the store epoch").
+struct StoreOptions {
+  // PRAGMA synchronous: true FULL (the WAL is fsynced at every commit, so a write that was
+  // acknowledged survives a power loss), false NORMAL (only for the cost measurement).
+  bool synchronous_full = true;
+  // Non-empty: start a new store epoch at open, because the caller found that acknowledged
+  // writes may be lost (e.g. a damaged WAL); watchers holding the old epoch are then told to
+  // restart from 0. The text says why; it is logged and kept in the meta table.
+  std::string new_epoch_reason;
+  // Run PRAGMA quick_check before anything else and refuse (DATA_LOSS) a damaged file.
+  bool quick_check = false;
+};
+
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  // 2: kMigrationsV2 in store.cc; with it, checksums of stored results (events.digest,
+  // jobs.result_digests, computed at migration for older rows) and the meta table (epoch).
+  static constexpr int kSchemaVersion = 2;
 
-  // Opens or creates the database at `path`, sets WAL mode, synchronous=NORMAL and a busy
-  // timeout, and creates or checks the schema. A file with a newer schema is
-  // FAILED_PRECONDITION; an unreadable one UNAVAILABLE or DATA_LOSS.
-  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  // Opens or creates the database at `path`, sets WAL mode, synchronous=FULL (see
+  // StoreOptions) and a busy timeout, and creates, migrates or checks the schema. A file with a
+  // newer schema is FAILED_PRECONDITION; an unreadable one UNAVAILABLE or DATA_LOSS.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                               const StoreOptions& options = {});
+
+  // PRAGMA quick_check: OK, or DATA_LOSS with what SQLite found (its first lines).
+  Status QuickCheck();
+  // The store epoch: a random id kept in the meta table, new when the store is created and
+  // whenever Open was told that acknowledged writes may be lost. (epoch, event seq) is never
+  // handed out twice.
+  const std::string& epoch() const { return epoch_; }
+  // Reads whose stored checksum did not match (each one a DATA_LOSS error), since open.
+  int64_t checksum_failures() const { return checksum_failures_; }
 
   // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it returns an error.
   Status Transaction(const std::function<Status()>& fn);
@@ -201,13 +226,35 @@ class Store {
 
  private:
   explicit Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
-  Status Init();
+  Status Init(const StoreOptions& options);
+  // Migration to version 2: the checksums of the rows written before it.
+  Status BackfillChecksums();
+  Status InitEpoch(const StoreOptions& options);
+  // `r`, with a DATA_LOSS error (a checksum that does not match, a blob that does not parse)
+  // counted in checksum_failures_.
+  template <typename T>
+  StatusOr<T> Counted(StatusOr<T> r) {
+    if (!r.ok() && r.status().code() == StatusCode::kDataLoss) ++checksum_failures_;
+    return r;
+  }
   StatusOr<JobRow> ReadJob(SqliteStmt& stmt);
   StatusOr<std::vector<JobRow>> QueryJobs(const std::string& where, const std::string& arg,
                                           int64_t int_arg);
 
   std::unique_ptr<SqliteDb> db_;  // never null
   bool in_transaction_ = false;
+  std::string epoch_;
+  int64_t checksum_failures_ = 0;
+  // The event numbers' high-water mark, kept outside SQLite in `<path>.seqmark` ("EPOCH SEQ"):
+  // every seq of this epoch handed out so far is <= seq_reserved_, written (fsync) before the
+  // transaction that uses a number above the previous mark commits. At open, the events'
+  // AUTOINCREMENT counter is raised to the mark of the same epoch, so that a rollback nobody
+  // could detect (a WAL cut at a frame boundary) still never hands out a number twice.
+  std::string path_;  // "" or ":memory:": no mark
+  int64_t seq_reserved_ = 0;
+  static constexpr int64_t kSeqBlock = 1024;
+  Status ApplySeqMark();
+  Status ReserveSeqs(int64_t seq);
 };
 
 }  // namespace rdattn::coordinator

@@ -8,8 +8,11 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <limits>
 #include <regex>
@@ -920,6 +923,132 @@ TEST(ServiceTest, AuthCodesRolesAndOwnership) {
   for (const grpc::Slice& s : slices)
     bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+}
+
+// --- issue 24: verified results and the store epoch ---------------------------------------------
+
+// Every event carries the store's epoch; a watch resuming with another epoch is told to restart
+// from 0 (FAILED_PRECONDITION) instead of silently reading renumbered events. A val NLL flipped
+// in the file is DATA_LOSS naming the job and the field, never the number, in GetSweep,
+// GetReport and WatchSweep.
+TEST(ServiceTest, StoreEpochInWatchesAndDamagedResultsAreDataLoss) {
+  testing::TempDir dir;
+  const std::string db = dir.File("epoch.db");
+  std::string sid, job_id, epoch;
+  const double nll = 3.2407233715057373;
+  {
+    Harness h({}, db);
+    const std::string worker = h.Register();
+    pb::SubmitSweepResponse sub;
+    ASSERT_TRUE(h.Submit(TinySweep({1}), "req-epoch", &sub).ok());
+    sid = sub.sweep().sweep_id();
+    pb::LeaseJobResponse lease = h.Lease(worker);
+    job_id = lease.job().job_id();
+    pb::ReportProgressResponse rr;
+    ASSERT_TRUE(h.Report(lease.lease_id(), {Eval(1, 512, nll)}, &rr).ok());
+    EXPECT_DOUBLE_EQ(h.Job(sid, job_id).last_val_nll(), nll);
+
+    std::vector<pb::WatchEvent> events;
+    h.Watch(sid, 0, &events, /*seconds=*/1);  // the sweep runs on: ends at the deadline
+    ASSERT_FALSE(events.empty());
+    epoch = events.front().store_epoch();
+    EXPECT_EQ(epoch.size(), 16u);
+    for (const pb::WatchEvent& e : events) EXPECT_EQ(e.store_epoch(), epoch);
+
+    auto watch_with = [&](const std::string& with_epoch, std::vector<pb::WatchEvent>* out) {
+      pb::WatchSweepRequest req;
+      req.set_sweep_id(sid);
+      req.set_after_seq(1);
+      req.set_store_epoch(with_epoch);
+      auto ctx = Harness::Ctx("", 1);
+      auto r = h.sweeps().WatchSweep(ctx.get(), req);
+      pb::WatchSweepResponse msg;
+      while (r->Read(&msg)) out->push_back(msg.event());
+      return r->Finish();
+    };
+    std::vector<pb::WatchEvent> same, other;
+    EXPECT_EQ(watch_with(epoch, &same).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    EXPECT_EQ(same.size() + 1, events.size());
+    const grpc::Status told = watch_with("0123456789abcdef", &other);
+    EXPECT_EQ(told.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(told.error_message().find("restart the watch from seq 0"), std::string::npos)
+        << told.error_message();
+    EXPECT_TRUE(other.empty());
+  }
+  // One bit of the job's stored val NLL, flipped through a plain SQLite connection.
+  uint64_t bits;
+  std::memcpy(&bits, &nll, sizeof bits);
+  bits ^= 1;
+  double flipped;
+  std::memcpy(&flipped, &bits, sizeof flipped);
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "UPDATE jobs SET last_val_nll = ?1 WHERE id = ?2", -1, &st,
+                                 nullptr),
+              SQLITE_OK);
+    sqlite3_bind_double(st, 1, flipped);
+    sqlite3_bind_text(st, 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    // And the EVAL event's copy of it, in its blob.
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT seq, blob FROM events WHERE metric_kind = 3", -1, &st,
+                                 nullptr),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    const int64_t seq = sqlite3_column_int64(st, 0);
+    std::string blob(static_cast<const char*>(sqlite3_column_blob(st, 1)),
+                     sqlite3_column_bytes(st, 1));
+    sqlite3_finalize(st);
+    const size_t at = blob.find(std::string(reinterpret_cast<const char*>(&nll), 8));
+    ASSERT_NE(at, std::string::npos);
+    blob[at] ^= 1;
+    ASSERT_EQ(
+        sqlite3_prepare_v2(raw, "UPDATE events SET blob = ?1 WHERE seq = ?2", -1, &st, nullptr),
+        SQLITE_OK);
+    sqlite3_bind_blob(st, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, seq);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+  }
+  Harness h({}, db);
+  auto expect_data_loss = [&](const grpc::Status& st, const std::string& field) {
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << st.error_message();
+    EXPECT_NE(st.error_message().find("job " + job_id), std::string::npos) << st.error_message();
+    EXPECT_NE(st.error_message().find(field), std::string::npos) << st.error_message();
+    EXPECT_EQ(st.error_message().find("3.24"), std::string::npos) << st.error_message();
+  };
+  pb::GetSweepRequest get;
+  get.set_sweep_id(sid);
+  get.set_view(pb::SWEEP_VIEW_FULL);
+  pb::GetSweepResponse got;
+  expect_data_loss(h.sweeps().GetSweep(Harness::Ctx().get(), get, &got), "last_val_nll");
+  EXPECT_EQ(got.sweep().jobs_size(), 0);
+  pb::GetReportRequest rreq;
+  rreq.set_sweep_id(sid);
+  pb::GetReportResponse rresp;
+  expect_data_loss(h.sweeps().GetReport(Harness::Ctx().get(), rreq, &rresp), "last_val_nll");
+  std::vector<pb::WatchEvent> events;
+  expect_data_loss(h.Watch(sid, 0, &events, 2), "val_nll");
+  // The job row's own value back in place: the report now stops at the event's copy.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "UPDATE jobs SET last_val_nll = ?1 WHERE id = ?2", -1, &st,
+                                 nullptr),
+              SQLITE_OK);
+    sqlite3_bind_double(st, 1, nll);
+    sqlite3_bind_text(st, 2, job_id.c_str(), -1, SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+  }
+  EXPECT_TRUE(h.sweeps().GetSweep(Harness::Ctx().get(), get, &got).ok());
+  expect_data_loss(h.sweeps().GetReport(Harness::Ctx().get(), rreq, &rresp),
+                   "val_nll (KIND_EVAL event)");
 }
 
 }  // namespace

@@ -6,6 +6,12 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
 #include "tests/coordinator/test_util.h"
 
 namespace rdattn::coordinator {
@@ -365,6 +371,373 @@ TEST(StoreTest, RefusesANewerSchema) {
   sqlite3_close(db);
   StatusOr<std::unique_ptr<Store>> opened = Store::Open(path);
   EXPECT_EQ(opened.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// --- issue 24: verified results, epochs, WAL check, one coordinator per store ----------------
+
+std::unique_ptr<Store> OpenOk(const std::string& path, const StoreOptions& o = {}) {
+  StatusOr<std::unique_ptr<Store>> s = Store::Open(path, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+// Runs `sql` on the file with a plain SQLite connection (what a bit flip on disk or a careless
+// hand edit does: SQLite's own checks see nothing wrong).
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << (err ? err : "") << " in " << sql;
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+// The value with its lowest mantissa bit flipped, as SQL text that keeps every digit.
+std::string FlippedSql(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits ^= 1;
+  double out;
+  std::memcpy(&out, &bits, sizeof out);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", out);
+  return buf;
+}
+
+// A store holding sweep sw-1 with job sw-1/S/s1/rd at val NLL 3.2407233715057373, and its EVAL
+// event; closed.
+void WriteResult(const std::string& path) {
+  std::unique_ptr<Store> store = OpenOk(path);
+  SweepRow sweep = MakeSweep("sw-1", "alice");
+  ASSERT_TRUE(store->InsertSweep(sweep).ok());
+  JobRow job = MakeJob("sw-1", "rd");
+  job.last_val_nll = 3.2407233715057373;
+  job.last_train_loss = 2.5;
+  job.tokens_per_second = -0.0;  // stored as the integer 0
+  ASSERT_TRUE(store->InsertJob(job).ok());
+  EventRow e;
+  e.sweep_id = "sw-1";
+  e.job_id = job.id;
+  e.kind = EventKind::kMetric;
+  e.attempt = 1;
+  e.metric_seq = 7;
+  e.metric_kind = pb::MetricEvent::KIND_EVAL;
+  e.time_us = 5;
+  e.event.mutable_metric_event()->set_kind(pb::MetricEvent::KIND_EVAL);
+  e.event.mutable_metric_event()->set_val_nll(3.2407233715057373);
+  ASSERT_TRUE(*store->AppendEvent(e));
+}
+
+TEST(StoreTest, ResultsReadBackThroughTheirChecksums) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  WriteResult(path);
+  std::unique_ptr<Store> store = OpenOk(path);
+  StatusOr<std::vector<JobRow>> jobs = store->ListJobs("sw-1");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  EXPECT_EQ((*jobs)[0].last_val_nll, 3.2407233715057373);
+  StatusOr<std::vector<EventRow>> events =
+      store->ReadMetricEvents("sw-1", pb::MetricEvent::KIND_EVAL);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  EXPECT_EQ((*events)[0].event.metric_event().val_nll(), 3.2407233715057373);
+  EXPECT_EQ(store->checksum_failures(), 0);
+}
+
+TEST(StoreTest, AFlippedValNllIsDataLossNamingJobAndFieldNeverTheNumber) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  WriteResult(path);
+  RawExec(path, "UPDATE jobs SET last_val_nll = " + FlippedSql(3.2407233715057373));
+  std::unique_ptr<Store> store = OpenOk(path);
+  for (StatusOr<std::vector<JobRow>> got :
+       {store->ListJobs("sw-1"),
+        StatusOr<std::vector<JobRow>>(store->GetJob("sw-1/S/s1/rd").status())}) {
+    ASSERT_EQ(got.status().code(), StatusCode::kDataLoss);
+    const std::string msg(got.status().message());
+    EXPECT_NE(msg.find("sweep sw-1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("job sw-1/S/s1/rd"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("last_val_nll"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("3.24"), std::string::npos) << msg;
+  }
+  // The metrics leave the damaged job out and count it.
+  const int64_t before = store->checksum_failures();
+  EXPECT_GE(before, 2);
+  StatusOr<std::map<JobState, int64_t>> counts = store->CountJobsByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_TRUE(counts->empty());
+  EXPECT_EQ(store->checksum_failures(), before + 1);
+  StatusOr<std::map<std::string, std::map<JobState, int64_t>>> sweep_jobs =
+      store->CountSweepJobs(0);
+  ASSERT_TRUE(sweep_jobs.ok());
+  EXPECT_TRUE((*sweep_jobs)["sw-1"].empty());
+}
+
+TEST(StoreTest, AFlippedBitInAnEventBlobIsDataLoss) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  WriteResult(path);
+  // Flip the lowest bit of the val NLL's 8 bytes inside the stored blob.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT seq, blob FROM events", -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    const int64_t seq = sqlite3_column_int64(st, 0);
+    std::string blob(static_cast<const char*>(sqlite3_column_blob(st, 1)),
+                     sqlite3_column_bytes(st, 1));
+    sqlite3_finalize(st);
+    const double v = 3.2407233715057373;
+    const size_t at = blob.find(std::string(reinterpret_cast<const char*>(&v), 8));
+    ASSERT_NE(at, std::string::npos);
+    blob[at] ^= 1;
+    ASSERT_EQ(
+        sqlite3_prepare_v2(db, "UPDATE events SET blob = ?1 WHERE seq = ?2", -1, &st, nullptr),
+        SQLITE_OK);
+    sqlite3_bind_blob(st, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, seq);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  std::unique_ptr<Store> store = OpenOk(path);
+  for (const Status& st :
+       {store->ReadMetricEvents("sw-1", pb::MetricEvent::KIND_EVAL).status(),
+        store->ReadEvents("sw-1", 0, 10).status(),
+        store->ReadJobMetricEvents("sw-1/S/s1/rd", pb::MetricEvent::KIND_EVAL).status()}) {
+    ASSERT_EQ(st.code(), StatusCode::kDataLoss);
+    const std::string msg(st.message());
+    EXPECT_NE(msg.find("job sw-1/S/s1/rd"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("val_nll"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("3.24"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(store->checksum_failures(), 3);
+}
+
+TEST(StoreTest, Version1FilesGetChecksumsAtMigration) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  WriteResult(path);
+  // Back to what a version 1 file has: no checksum columns, no meta table, and none of the
+  // other columns that version 2 adds.
+  std::vector<std::pair<std::string, std::string>> added;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const std::set<std::string> v1_jobs = {"seq",
+                                           "id",
+                                           "sweep_id",
+                                           "pair_group",
+                                           "scale",
+                                           "arm",
+                                           "seed",
+                                           "spec",
+                                           "state",
+                                           "attempts",
+                                           "preemptions",
+                                           "max_attempts",
+                                           "priority",
+                                           "world_size",
+                                           "hardware_pref",
+                                           "cancel_requested",
+                                           "worker_id",
+                                           "worker_kind",
+                                           "lease_id",
+                                           "lease_expiry_us",
+                                           "step",
+                                           "tokens",
+                                           "last_train_loss",
+                                           "last_val_nll",
+                                           "tokens_per_second",
+                                           "init_checksum",
+                                           "last_checkpoint",
+                                           "failure_reason",
+                                           "create_us",
+                                           "start_us",
+                                           "end_us",
+                                           "update_us"};
+    const std::set<std::string> v1_events = {"seq",         "sweep_id", "job_id",
+                                             "kind",        "attempt",  "metric_seq",
+                                             "metric_kind", "time_us",  "blob"};
+    for (const auto& [table, keep] :
+         {std::pair<std::string, std::set<std::string>>{"jobs", v1_jobs}, {"events", v1_events}}) {
+      sqlite3_stmt* st = nullptr;
+      ASSERT_EQ(
+          sqlite3_prepare_v2(db, ("PRAGMA table_info(" + table + ")").c_str(), -1, &st, nullptr),
+          SQLITE_OK);
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        const std::string col = reinterpret_cast<const char*>(sqlite3_column_text(st, 1));
+        if (!keep.count(col)) added.emplace_back(table, col);
+      }
+      sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+  }
+  ASSERT_FALSE(added.empty());
+  for (const auto& [table, col] : added) {
+    RawExec(path, "ALTER TABLE " + table + " DROP COLUMN " + col);
+  }
+  RawExec(path, "DROP TABLE meta; PRAGMA user_version = 1");
+  StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  StatusOr<std::vector<JobRow>> jobs = (*store)->ListJobs("sw-1");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  EXPECT_EQ((*jobs)[0].last_val_nll, 3.2407233715057373);
+  ASSERT_TRUE((*store)->ReadEvents("sw-1", 0, 10).ok());
+  EXPECT_EQ((*store)->epoch().size(), 16u);
+  store->reset();
+  // And from then on they are checked.
+  RawExec(path, "UPDATE jobs SET last_val_nll = " + FlippedSql(3.2407233715057373));
+  EXPECT_EQ(OpenOk(path)->ListJobs("sw-1").status().code(), StatusCode::kDataLoss);
+}
+
+TEST(StoreTest, EpochIsKeptAcrossReopenAndNewWhenAsked) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  std::string first;
+  {
+    std::unique_ptr<Store> s = OpenOk(path);
+    first = s->epoch();
+  }
+  EXPECT_EQ(first.size(), 16u);
+  EXPECT_EQ(OpenOk(path)->epoch(), first);
+  StoreOptions o;
+  o.new_epoch_reason = "test: writes may be lost";
+  const std::string second = OpenOk(path, o)->epoch();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(OpenOk(path)->epoch(), second);
+}
+
+// A rollback nobody can see (here: the events and the AUTOINCREMENT counter taken back by hand,
+// as a WAL cut at a frame boundary would) still never hands an event number out twice in the
+// same epoch: the high-water mark in <db>.seqmark raises the counter at open.
+TEST(StoreTest, EventNumbersNeverGoBelowTheEpochsMark) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  auto append = [](Store& s) {
+    EventRow e;
+    e.sweep_id = "sw-1";
+    e.kind = EventKind::kSweepStateChange;
+    e.time_us = 1;
+    EXPECT_TRUE(*s.AppendEvent(e));
+    return e.seq;
+  };
+  int64_t told = 0;
+  {
+    std::unique_ptr<Store> s = OpenOk(path);
+    for (int i = 0; i < 3; ++i) told = append(*s);
+  }
+  EXPECT_EQ(told, 3);
+  RawExec(path,
+          "DELETE FROM events WHERE seq > 1; UPDATE sqlite_sequence SET seq = 1 "
+          "WHERE name = 'events'");
+  {
+    std::unique_ptr<Store> s = OpenOk(path);
+    EXPECT_GT(append(*s), told);
+  }
+  // A new epoch starts its own numbering; the pair (epoch, seq) stays unique.
+  StoreOptions o;
+  o.new_epoch_reason = "test";
+  std::unique_ptr<Store> s = OpenOk(path, o);
+  EXPECT_GT(append(*s), 0);
+}
+
+TEST(StoreTest, QuickCheckRefusesADamagedFile) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  {
+    std::unique_ptr<Store> s = OpenOk(path);
+    for (int i = 0; i < 200; ++i) {
+      SweepRow sw = MakeSweep("sw-" + std::to_string(i), "alice");
+      ASSERT_TRUE(s->InsertSweep(sw).ok());
+    }
+    ASSERT_TRUE(s->QuickCheck().ok());
+  }
+  StoreOptions o;
+  o.quick_check = true;
+  ASSERT_TRUE(Store::Open(path, o).ok());
+  // Scribble over the middle of the file (whole pages of b-tree content).
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    ASSERT_GT(size, 8 * 4096);
+    f.seekp(size / 2 - 2048);
+    const std::string junk(8192, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  StatusOr<std::unique_ptr<Store>> opened = Store::Open(path, o);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kDataLoss) << opened.status().ToString();
+  EXPECT_NE(std::string(opened.status().message()).find(path), std::string::npos)
+      << opened.status().ToString();
+}
+
+// A copy of the live WAL of a store with committed writes (taken while it is open).
+std::string LiveWal(const testing::TempDir& dir, const std::string& db) {
+  std::unique_ptr<Store> s = OpenOk(db);
+  for (int i = 0; i < 20; ++i) {
+    SweepRow sw = MakeSweep("sw-" + std::to_string(i), "alice");
+    EXPECT_TRUE(s->InsertSweep(sw).ok());
+  }
+  const std::string copy = dir.File("copy-wal");
+  std::filesystem::copy_file(db + "-wal", copy);
+  return copy;
+}
+
+TEST(StoreTest, CheckWalFindsATruncatedOrDamagedWal) {
+  testing::TempDir dir;
+  const std::string wal = LiveWal(dir, dir.File("c.db"));
+  StatusOr<WalCheck> ok = CheckWal(wal);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->exists);
+  EXPECT_TRUE(ok->damage.empty()) << ok->damage;
+  EXPECT_GE(ok->commits, 20);
+  const int64_t size = ok->bytes;
+
+  // Cut in half: ends mid-frame.
+  const std::string half = dir.File("half-wal");
+  std::filesystem::copy_file(wal, half);
+  std::filesystem::resize_file(half, size / 2);
+  StatusOr<WalCheck> cut = CheckWal(half);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_NE(cut->damage.find("ends mid-frame"), std::string::npos) << cut->damage;
+
+  // One flipped bit in a middle frame's page: the checksum chain breaks with bytes after it.
+  const std::string flipped = dir.File("flipped-wal");
+  std::filesystem::copy_file(wal, flipped);
+  {
+    std::fstream f(flipped, std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff at = 32 + 2 * (24 + 4096) + 24 + 100;
+    f.seekg(at);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(at);
+    f.write(&c, 1);
+  }
+  StatusOr<WalCheck> bad = CheckWal(flipped);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_NE(bad->damage.find("fails the checksum chain"), std::string::npos) << bad->damage;
+
+  // A missing WAL and an empty one are normal.
+  EXPECT_FALSE(CheckWal(dir.File("none-wal"))->exists);
+  { std::ofstream(dir.File("empty-wal")); }
+  EXPECT_TRUE(CheckWal(dir.File("empty-wal"))->damage.empty());
+}
+
+TEST(StoreTest, OneLockHolderPerStore) {
+  testing::TempDir dir;
+  const std::string lock = dir.File("c.db.lock");
+  StatusOr<std::unique_ptr<FileLock>> first = FileLock::Acquire(lock, "pid 1, host a\n");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  StatusOr<std::unique_ptr<FileLock>> second = FileLock::Acquire(lock, "pid 2, host b\n");
+  ASSERT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(second.status().message()).find("pid 1, host a"), std::string::npos)
+      << second.status().ToString();
+  first->reset();
+  EXPECT_TRUE(FileLock::Acquire(lock, "pid 3, host c\n").ok());
 }
 
 }  // namespace

@@ -146,9 +146,10 @@ class Cluster:
         self.procs.append(p)
         return p
 
-    def start_coordinator(self, listen="127.0.0.1:0"):
+    def start_coordinator(self, listen="127.0.0.1:0", extra_args=()):
         self.coord = self._start([self.coordinator_bin, "--listen", listen, "--db", os.path.join(self.tmp, "c.db"),
-                                  "--lease-seconds", "6", "--heartbeat-seconds", "1"], "coordinator.log", True)
+                                  "--lease-seconds", "6", "--heartbeat-seconds", "1"] + list(extra_args),
+                                 "coordinator.log", True)
         line = self.coord.stdout.readline()
         m = re.search(r"listening on (\S+:\d+)", line)
         check(m is not None, "the coordinator prints its address: %r" % line.strip())
