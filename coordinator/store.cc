@@ -288,6 +288,18 @@ std::string DamagedHint() {
          "(docs/operations.md, \"Stored results and the store epoch\")";
 }
 
+// The job columns JobResultDigests covers, then result_digests (columns 1..11 after a first).
+constexpr char kJobDigestColumns[] =
+    "j.id, j.state, j.step, j.tokens, j.last_train_loss, j.last_val_nll, j.tokens_per_second, "
+    "j.init_checksum, j.last_checkpoint, j.failure_reason, j.result_digests";
+// Whether the job row read through kJobDigestColumns (from column `c`) matches its checksums.
+bool JobRowIntact(const SqliteStmt& s, int c) {
+  return s.Blob(c + 10) == JobResultDigests(s.Text(c), static_cast<int>(s.Int(c + 1)), s.Int(c + 2),
+                                            s.Int(c + 3), s.Double(c + 4), s.Double(c + 5),
+                                            s.Double(c + 6), s.Text(c + 7), s.Text(c + 8),
+                                            s.Text(c + 9));
+}
+
 template <typename Message>
 Status ParseBlob(const std::string& bytes, Message* out, const std::string& what) {
   if (!out->ParseFromString(bytes)) return DataLossError("stored " + what + " does not parse");
@@ -844,6 +856,23 @@ StatusOr<std::vector<PendingJob>> Store::ListPending() {
     j.preferred_kind = HardwareKindFromProto(static_cast<int>(s.Int(5)));
     out.push_back(std::move(j));
   }
+  // A job row whose checksums do not match is never leased (it would fail every LeaseJob with
+  // DATA_LOSS): it stays PENDING, GetSweep names it, and each look is counted.
+  RDATTN_ASSIGN_OR_RETURN(SqliteStmt d, db_->Prepare(std::string("SELECT ") + kJobDigestColumns +
+                                                     " FROM jobs j WHERE j.state = ?1"));
+  d.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
+  std::set<std::string> damaged;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, d.Step());
+    if (!row) break;
+    if (!JobRowIntact(d, 0)) damaged.insert(d.Text(0));
+  }
+  if (!damaged.empty()) {
+    checksum_failures_ += static_cast<int64_t>(damaged.size());
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [&](const PendingJob& j) { return damaged.count(j.job_id) > 0; }),
+              out.end());
+  }
   return out;
 }
 
@@ -900,20 +929,6 @@ StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
   }
   return f;
 }
-
-namespace {
-// The job columns JobResultDigests covers, then result_digests (columns 1..11 after a first).
-constexpr char kJobDigestColumns[] =
-    "j.id, j.state, j.step, j.tokens, j.last_train_loss, j.last_val_nll, j.tokens_per_second, "
-    "j.init_checksum, j.last_checkpoint, j.failure_reason, j.result_digests";
-// Whether the job row read through kJobDigestColumns (from column `c`) matches its checksums.
-bool JobRowIntact(const SqliteStmt& s, int c) {
-  return s.Blob(c + 10) == JobResultDigests(s.Text(c), static_cast<int>(s.Int(c + 1)), s.Int(c + 2),
-                                            s.Int(c + 3), s.Double(c + 4), s.Double(c + 5),
-                                            s.Double(c + 6), s.Text(c + 7), s.Text(c + 8),
-                                            s.Text(c + 9));
-}
-}  // namespace
 
 // The metrics count rows one by one so that a damaged job (its checksums do not match) is left
 // out of every gauge and counted in checksum_failures_ instead: a metric never exports a number

@@ -441,6 +441,9 @@ TEST(StoreTest, ResultsReadBackThroughTheirChecksums) {
       store->ReadMetricEvents("sw-1", pb::MetricEvent::KIND_EVAL);
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   EXPECT_EQ((*events)[0].event.metric_event().val_nll(), 3.2407233715057373);
+  StatusOr<std::vector<PendingJob>> pending = store->ListPending();
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(pending->size(), 1u);
   EXPECT_EQ(store->checksum_failures(), 0);
 }
 
@@ -471,6 +474,12 @@ TEST(StoreTest, AFlippedValNllIsDataLossNamingJobAndFieldNeverTheNumber) {
       store->CountSweepJobs(0);
   ASSERT_TRUE(sweep_jobs.ok());
   EXPECT_TRUE((*sweep_jobs)["sw-1"].empty());
+  // The scheduler never sees it (it would fail every LeaseJob), and the look is counted.
+  const int64_t scheduled = store->checksum_failures();
+  StatusOr<std::vector<PendingJob>> pending = store->ListPending();
+  ASSERT_TRUE(pending.ok());
+  EXPECT_TRUE(pending->empty());
+  EXPECT_EQ(store->checksum_failures(), scheduled + 1);
 }
 
 TEST(StoreTest, AFlippedBitInAnEventBlobIsDataLoss) {
