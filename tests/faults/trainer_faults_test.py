@@ -9,6 +9,9 @@ Each --scenario is one ctest test (faults_<scenario>):
                    previous checkpoint loads; with room again the job resumes from it and its val
                    and test NLL are bitwise those of an uninterrupted run
   events_full      the events file cannot be written (/dev/full): exit 74, one clear stderr line
+  checkpoint_readonly  the checkpoint root is read-only (EROFS): exit 74 at the first checkpoint
+                   (standalone) or at the claim (attempt 1), naming the path
+  checkpoint_full_worker  the full checkpoint root through a worker (coordinator, two workers)
   fence_window     attempt 1 paused between its fence check and the rename of its checkpoint;
                    attempt 2 claims the directory and writes the same step's checkpoint; attempt
                    1 resumes: attempt 2's files are byte for byte unchanged, attempt 1 left
@@ -230,6 +233,28 @@ def scenario_events_full(env):
           "it stopped at the first event it could not write, before any checkpoint (%s)" % steps)
 
 
+def scenario_checkpoint_readonly(env):
+    """A checkpoint root that went read-only (EROFS, as a file system does after disk errors): exit
+    74 naming the path, whether the first write is a checkpoint (standalone) or the claim."""
+    root = os.path.join(env.tmp, "ro")
+    env.mount_tmpfs(root, CKPT_BYTES * 4)
+    for sub in ("standalone", "claimed"):
+        os.makedirs(os.path.join(root, sub))
+    subprocess.run(["mount", "-o", "remount,ro", root], check=True)
+    p = env.run(env.job("ro0", os.path.join(root, "standalone")), os.path.join(env.tmp, "ro0.jsonl"))
+    print("standalone: exit %d; %s" % (p.returncode, p.stderr.strip()[-400:]))
+    check(p.returncode == 74 and "Read-only file system" in p.stderr and
+          os.path.join(root, "standalone", "ckpt_step_00000010.pt") in p.stderr,
+          "a checkpoint on a read-only root: exit 74 naming it and 'Read-only file system' (got %d)" %
+          p.returncode)
+    p = env.run(env.job("ro1", os.path.join(root, "claimed")), os.path.join(env.tmp, "ro1.jsonl"),
+                attempt=1)
+    print("attempt 1: exit %d; %s" % (p.returncode, p.stderr.strip()[-400:]))
+    check(p.returncode == 74 and "Read-only file system" in p.stderr and
+          os.path.join(root, "claimed", "attempt-1.fence") in p.stderr,
+          "the claim on a read-only root: exit 74 naming the marker (got %d)" % p.returncode)
+
+
 def paused_attempt(env, job, events, attempt):
     """Starts `attempt` and returns it paused between its fence check and its checkpoint's rename."""
     ckpt = json.load(open(job))["checkpoint"]["dir"]
@@ -379,7 +404,7 @@ def main():
     ap.add_argument("--pystubs", default="", help="unused (the harness's flag)")
     ap.add_argument("--scenario", required=True,
                     choices=["checkpoint_full", "events_full", "fence_window", "fenced_event",
-                             "checkpoint_full_worker"])
+                             "checkpoint_full_worker", "checkpoint_readonly"])
     ap.add_argument("--pause", default="failpoint", choices=["failpoint", "strace", "sigstop"])
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")

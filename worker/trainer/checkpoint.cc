@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "worker/io/safetensors.h"
+#include "worker/trainer/machine_failure.h"
 
 namespace rdattn::trainer {
 namespace {
@@ -45,9 +46,12 @@ Status MakeDirs(const std::string& dir) {
   std::string cur;
   for (size_t i = 0; i <= dir.size(); ++i) {
     if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-        return InvalidArgumentError("checkpoint.dir " + dir + ": cannot create " + cur + " (" +
-                                    std::strerror(errno) + ")");
+      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+        const int err = errno;
+        const std::string why =
+            "checkpoint.dir " + dir + ": cannot create " + cur + " (" + std::strerror(err) + ")";
+        return IsMachineErrno(err) ? UnavailableError(why) : InvalidArgumentError(why);
+      }
     }
     if (i < dir.size()) cur.push_back(dir[i]);
   }

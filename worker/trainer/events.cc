@@ -1,5 +1,7 @@
 #include "worker/trainer/events.h"
 
+#include "worker/trainer/machine_failure.h"
+
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -52,7 +54,7 @@ StatusOr<std::unique_ptr<EventSink>> EventSink::Open(const std::string& path) {
     const std::string why =
         "--events " + path + ": cannot open for appending (" + std::strerror(err) + ")";
     // A full or failing disk is the machine's failure; anything else a bad path.
-    if (err == ENOSPC || err == EIO || err == EDQUOT || err == EROFS) return UnavailableError(why);
+    if (IsMachineErrno(err)) return UnavailableError(why);
     return InvalidArgumentError(why);
   }
   sink->owns_ = true;

@@ -1,6 +1,8 @@
 // Attempt fencing (see fence.h).
 #include "worker/trainer/fence.h"
 
+#include "worker/trainer/machine_failure.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -46,19 +48,29 @@ Status AttemptFence::Claim() const {
   if (attempt_ <= 0 || dir_.empty()) return Status::Ok();
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  if (ec)
-    return InvalidArgumentError("checkpoint.dir " + dir_ + ": cannot create (" + ec.message() +
-                                ")");
+  if (ec) {
+    const std::string why = "checkpoint.dir " + dir_ + ": cannot create (" + ec.message() + ")";
+    if (IsMachineErrno(ec.value())) return UnavailableError(why);
+    return InvalidArgumentError(why);
+  }
   const std::string path = MarkerPath(dir_, attempt_);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return InternalError(path + ": cannot create the attempt marker (" + std::strerror(errno) +
-                         ")");
+    const int err = errno;
+    const std::string why =
+        path + ": cannot create the attempt marker (" + std::strerror(err) + ")";
+    return IsMachineErrno(err) ? UnavailableError(why) : InternalError(why);
   }
+  // The marker's existence is the claim; its text (the pid) is for people.
   const std::string pid = std::to_string(::getpid()) + "\n";
   const ssize_t ignored = ::write(fd, pid.data(), pid.size());
   (void)ignored;
-  ::fsync(fd);
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return UnavailableError(path + ": cannot fsync the attempt marker (" + std::strerror(err) +
+                            ")");
+  }
   ::close(fd);
   const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

@@ -103,8 +103,16 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
   // The event gate shares the fence: the sink outlives this function (rdattn-train writes its
   // KIND_FAILED after it returns), and a fenced rank writes no event at all.
   const auto fence = std::make_shared<const AttemptFence>(cfg.checkpoint.dir, opts.attempt);
-  RDATTN_RETURN_IF_ERROR(AgreeOk(comm, rt, rank == 0 ? fence->Claim() : Status::Ok(),
-                                 AbortedError("another rank failed")));
+  // A claim that cannot be written (a full or read-only disk) is the machine's failure.
+  const Status claimed = rank == 0 ? fence->Claim() : Status::Ok();
+  const int claim_failure = claimed.ok() ? 0 : (claimed.code() == StatusCode::kUnavailable ? 2 : 1);
+  RDATTN_ASSIGN_OR_RETURN(const int claim_agreed, AgreeOnFailure(comm, claim_failure));
+  if (claim_agreed >= 2 && opts.machine_failure != nullptr) *opts.machine_failure = true;
+  if (claim_agreed != 0) {
+    if (rank == 0) return claimed;
+    return claim_agreed >= 2 ? UnavailableError("rank 0 could not claim the checkpoint directory")
+                             : AbortedError("another rank failed");
+  }
   if (events != nullptr) events->SetGate(FenceGate(fence));
 
   // --- Resume: the newest checkpoint that reads (a corrupt or truncated one is skipped, with a
