@@ -28,7 +28,8 @@ std::string DescribeDataDifference(const pb::MetricEvent& a, const std::string& 
     }
     in_b.erase(it);
   }
-  for (const auto& [key, d] : in_b) add("shard " + d->path() + " (" + d->role() + ") only in " + b_label);
+  for (const auto& [key, d] : in_b)
+    add("shard " + d->path() + " (" + d->role() + ") only in " + b_label);
   if (out.empty()) {
     // Same shards and digests under other paths or in another order.
     out = "the shard lists differ in order or paths (data digest " + a.data_digest() + " in " +
@@ -37,8 +38,7 @@ std::string DescribeDataDifference(const pb::MetricEvent& a, const std::string& 
   return out;
 }
 
-const pb::MetricEvent* FirstDigestedInit(const std::vector<EventRow>& events,
-                                         int before_attempt) {
+const pb::MetricEvent* FirstDigestedInit(const std::vector<EventRow>& events, int before_attempt) {
   for (const EventRow& row : events) {
     if (row.attempt >= before_attempt) continue;
     if (!row.event.has_metric_event()) continue;
@@ -67,8 +67,7 @@ StatusOr<std::string> CheckInitDataIdentity(Store& store, const JobRow& job,
   RDATTN_ASSIGN_OR_RETURN(const std::vector<JobRow> jobs, store.ListJobs(job.sweep_id));
   for (const JobRow& other : jobs) {
     if (other.id == job.id || other.pair_group != job.pair_group) continue;
-    if (other.state == JobState::kFailed &&
-        other.failure_reason.rfind(kDataIdentityReason, 0) == 0)
+    if (other.state == JobState::kFailed && other.failure_reason.rfind(kDataIdentityReason, 0) == 0)
       continue;  // its data were already refused; they are not the pair's
     RDATTN_ASSIGN_OR_RETURN(const std::vector<EventRow> theirs,
                             store.ReadJobMetricEvents(other.id, pb::MetricEvent::KIND_INIT));

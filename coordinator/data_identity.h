@@ -28,8 +28,7 @@ std::string DescribeDataDifference(const pb::MetricEvent& a, const std::string& 
 
 // The first KIND_INIT event with a data_digest among `events` (metric event rows in storage
 // order) whose attempt is below `before_attempt`; null when none.
-const pb::MetricEvent* FirstDigestedInit(const std::vector<EventRow>& events,
-                                         int before_attempt);
+const pb::MetricEvent* FirstDigestedInit(const std::vector<EventRow>& events, int before_attempt);
 
 // The core's check at ingest of `init` (a KIND_INIT event of `job`'s current attempt): its data
 // against the job's first digested attempt, then against each other job of the pair group (of

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 #include <string>
 
 namespace rdattn {
@@ -33,7 +33,8 @@ TEST(DigestTest, StreamEqualsOneShot) {
 
 TEST(DigestTest, FileDigest) {
   const std::string path =
-      (std::filesystem::temp_directory_path() / ("rdattn-digest-" + std::to_string(::getpid()))).string();
+      (std::filesystem::temp_directory_path() / ("rdattn-digest-" + std::to_string(::getpid())))
+          .string();
   std::string text(9 << 20, 'x');  // over two 4 MiB blocks
   text[5 << 20] = 'y';
   {

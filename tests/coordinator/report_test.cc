@@ -546,7 +546,6 @@ TEST(ReportTest, ArmsThatReadOtherDataAreNeverPaired) {
       << row->pairs(0).missing_reason();
 }
 
-
 TEST(DataIdentityTest, DescribesEachShardThatDiffersAndUnknownIsNoDifference) {
   pb::MetricEvent a, b;
   Digests(a, "xxh3:1111111111111111");

@@ -113,7 +113,8 @@ TEST(ShardDigestTest, VerifyPassesThenFailsNamingShardManifestAndBothDigests) {
   train.push_back(std::move(*shard));
   auto all = DigestAndVerifyAll(train, {}, {});
   ASSERT_FALSE(all.ok());
-  EXPECT_TRUE(Contains(all.status().message(), "data.train_shards: " + path)) << all.status().ToString();
+  EXPECT_TRUE(Contains(all.status().message(), "data.train_shards: " + path))
+      << all.status().ToString();
 
   // rdattn-data digest says the same and exits 1.
   const auto r = RunCommand(kBin + " digest " + Quote(path));
@@ -163,17 +164,21 @@ TEST(ShardDigestTest, BrokenOrDuplicateManifestsAreErrorsNamingThem) {
   WriteFileBytes(out + "/copy.manifest.json", text);
   auto dup = FindManifestEntry(path);
   ASSERT_FALSE(dup.ok());
-  EXPECT_TRUE(Contains(dup.status().message(), "listed by two manifests")) << dup.status().ToString();
-  EXPECT_TRUE(Contains(dup.status().message(), out + "/copy.manifest.json")) << dup.status().ToString();
+  EXPECT_TRUE(Contains(dup.status().message(), "listed by two manifests"))
+      << dup.status().ToString();
+  EXPECT_TRUE(Contains(dup.status().message(), out + "/copy.manifest.json"))
+      << dup.status().ToString();
   WriteFileBytes(out + "/copy.manifest.json", "{not json");
   auto bad = FindManifestEntry(path);
   ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(Contains(bad.status().message(), out + "/copy.manifest.json")) << bad.status().ToString();
+  EXPECT_TRUE(Contains(bad.status().message(), out + "/copy.manifest.json"))
+      << bad.status().ToString();
   WriteFileBytes(out + "/copy.manifest.json",
                  R"({"splits":{"train":{"shards":[{"file":"x.bin","digest":"md5:00"}]}}})");
   auto prefix = FindManifestEntry(path);
   ASSERT_FALSE(prefix.ok());
-  EXPECT_TRUE(Contains(prefix.status().message(), "\"digest\" must be \"xxh3:")) << prefix.status().ToString();
+  EXPECT_TRUE(Contains(prefix.status().message(), "\"digest\" must be \"xxh3:"))
+      << prefix.status().ToString();
 }
 
 TEST(ShardDigestTest, AnOpenShardRewrittenInPlaceIsNoticedBeforeResults) {

@@ -313,9 +313,8 @@ echo "never here" >&2
 )");
   FakeCoordinator fake(WithJob(Job()));
   const auto t0 = std::chrono::steady_clock::now();
-  auto worker =
-      f.StartWorker(fake, {"--stall-floor-seconds", "1", "--stall-factor", "10",
-                           "--stall-startup-seconds", "5"});
+  auto worker = f.StartWorker(
+      fake, {"--stall-floor-seconds", "1", "--stall-factor", "10", "--stall-startup-seconds", "5"});
   ASSERT_NE(worker, nullptr);
   EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -349,8 +348,8 @@ fi
 kill -STOP $$
 )");
   FakeCoordinator fake(WithJob(Job(/*world_size=*/2)));
-  auto worker = f.StartWorker(fake, {"--slots", "2", "--stall-floor-seconds", "1",
-                                     "--stall-startup-seconds", "1"});
+  auto worker = f.StartWorker(
+      fake, {"--slots", "2", "--stall-floor-seconds", "1", "--stall-startup-seconds", "1"});
   ASSERT_NE(worker, nullptr);
   EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
   auto done = fake.WaitForComplete(milliseconds(0));
@@ -389,9 +388,8 @@ printf '{"seq":5,"kind":"KIND_EVAL","step":3}\n' >> "$events"
 printf '{"seq":6,"kind":"KIND_FINISHED","step":3}\n' >> "$events"
 )");
   FakeCoordinator fake(WithJob(Job()));
-  auto worker =
-      f.StartWorker(fake, {"--stall-floor-seconds", "1", "--stall-factor", "10",
-                           "--stall-startup-seconds", "5"});
+  auto worker = f.StartWorker(
+      fake, {"--stall-floor-seconds", "1", "--stall-factor", "10", "--stall-startup-seconds", "5"});
   ASSERT_NE(worker, nullptr);
   EXPECT_EQ(f.WaitForWorker(worker.get()), 0);
   auto done = fake.WaitForComplete(milliseconds(0));
@@ -407,8 +405,7 @@ TEST(WorkerTest, WatchdogFlagsAreChecked) {
     auto worker = f.StartWorker(fake, {std::string(flag) + "=-1"});
     ASSERT_NE(worker, nullptr);
     EXPECT_EQ(f.WaitForWorker(worker.get()), 2) << flag;
-    EXPECT_NE(ReadAll(f.log).find(std::string(flag) + ": must be a number >= 0"),
-              std::string::npos)
+    EXPECT_NE(ReadAll(f.log).find(std::string(flag) + ": must be a number >= 0"), std::string::npos)
         << ReadAll(f.log);
   }
 }

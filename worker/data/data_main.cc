@@ -108,8 +108,7 @@ void AddCommands(CLI::App& app, Flags& f) {
       ->default_str("N-1 with --vocab, else 50256");
 
   CLI::App* digest = app.add_subcommand(
-      "digest",
-      "print each shard's content digest and check it against its folder's manifest");
+      "digest", "print each shard's content digest and check it against its folder's manifest");
   digest->footer(
       "Prints PATH DIGEST BYTES and what the manifest of the shard's folder says: ok, DIFFERS\n"
       "(exit 1), no digest (a manifest older than digests) or no manifest. The trainer makes the\n"
@@ -319,8 +318,8 @@ int CmdDigestBench(const Flags& f) {
   std::printf("  open (mmap + token scan): %8.2f ms  %6.2f GB/s\n", open_s * 1e3, gb / open_s);
   std::printf("  digest of the map:        %8.2f ms  %6.2f GB/s  %s  (what the trainer adds)\n",
               map_s * 1e3, gb / map_s, d_map.c_str());
-  std::printf("  digest by read(2):        %8.2f ms  %6.2f GB/s  %s\n", read_s * 1e3,
-              gb / read_s, d_read.c_str());
+  std::printf("  digest by read(2):        %8.2f ms  %6.2f GB/s  %s\n", read_s * 1e3, gb / read_s,
+              d_read.c_str());
   if (d_map != d_read) {
     std::fprintf(stderr, "rdattn-data: error: the two digests differ\n");
     return 1;

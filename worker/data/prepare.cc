@@ -373,9 +373,8 @@ StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& to
       // The content digest of the file as published (docs/operations.md "Data identity"): the
       // trainer checks every shard it opens against it.
       int64_t bytes = 0;
-      RDATTN_ASSIGN_OR_RETURN(
-          const std::string digest,
-          FileDigest((fs::path(opts.out_dir) / ss.shards[i]).string(), &bytes));
+      RDATTN_ASSIGN_OR_RETURN(const std::string digest,
+                              FileDigest((fs::path(opts.out_dir) / ss.shards[i]).string(), &bytes));
       shards.push_back(Json{{"file", ss.shards[i]},
                             {"tokens", i < sizes.size() ? sizes[i] : 0},
                             {"bytes", bytes},

@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 constexpr std::string_view kManifestSuffix = ".manifest.json";
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(),
-                                                suffix.data(), suffix.size()) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
 }
 
 std::string Ns(int64_t ns) {
@@ -28,8 +28,7 @@ std::string Ns(int64_t ns) {
 }
 
 // The entries of one manifest, by shard file name.
-StatusOr<std::vector<std::pair<std::string, ManifestShard>>> ReadManifest(
-    const std::string& path) {
+StatusOr<std::vector<std::pair<std::string, ManifestShard>>> ReadManifest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return FailedPreconditionError(path + ": cannot read the manifest");
   std::stringstream ss;
@@ -96,8 +95,7 @@ StatusOr<std::optional<ManifestShard>> FindManifestEntry(const std::string& shar
       if (file != name) continue;
       if (found.has_value() && found->manifest_path != m)
         return InvalidArgumentError(shard_path + ": listed by two manifests, " +
-                                    found->manifest_path + " and " + m +
-                                    "; remove the stale one");
+                                    found->manifest_path + " and " + m + "; remove the stale one");
       found = std::move(entry);
     }
   }
@@ -177,8 +175,9 @@ Status CheckShardsUnchanged(const std::vector<const Shard*>& shards,
       // The times moved: is the content still what was digested at open?
       auto digest = FileDigest(s->path());
       if (digest.ok() && *digest == at_open[i].digest) continue;
-      what += digest.ok() ? "; content digest " + at_open[i].digest + " at open, " + *digest + " now"
-                          : "; " + digest.status().message();
+      what += digest.ok()
+                  ? "; content digest " + at_open[i].digest + " at open, " + *digest + " now"
+                  : "; " + digest.status().message();
     }
     return FailedPreconditionError(
         s->path() + ": the shard changed on disk while this run read it (" + what +
