@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
+#include "coordinator/scheduler.h"
 #include "coordinator/seed_policy.h"
 #include "proto/contract/contract.h"
 
@@ -47,7 +48,7 @@ Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options
       counters_(counters),
       options_(std::move(options)),
       store_(std::move(store)),
-      rng_(std::random_device{}()) {
+      rng_(options_.rng_seed != 0 ? options_.rng_seed : std::random_device{}()) {
   started_us_ = NowMicros();
 }
 
@@ -121,9 +122,11 @@ void Core::NotifyWork() {
 StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventContext& ctx) {
   const int64_t now = NowMicros();
   TransitionInput input;
-  input.counted_attempts = job.attempts - job.preemptions;
+  input.counted_attempts = job.attempts - job.preemptions - job.machine_failures;
   input.max_attempts = job.max_attempts;
   input.cancel_requested = job.cancel_requested;
+  input.machine_failures = job.machine_failures;
+  input.max_machine_failures = std::max(1, options_.machine_failure_factor) * job.max_attempts;
   if (ctx.no_retry) input.counted_attempts = std::max(input.counted_attempts, input.max_attempts);
   RDATTN_ASSIGN_OR_RETURN(TransitionResult t, Transition(job.state, event, input));
 
@@ -179,6 +182,20 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
         if (t.new_state == JobState::kFailed && job.failure_reason.empty())
           job.failure_reason = ctx.reason;
         break;
+      case JobAction::kCountMachineFailure:
+        job.machine_failures += 1;
+        break;
+      case JobAction::kBackoff: {
+        // Every attempt that ended other than preempted failed (job or machine): the backoff
+        // grows with them (docs/coordinator.md "Retries and backoff").
+        BackoffPolicy policy;
+        policy.base_us = absl::ToInt64Microseconds(options_.retry_backoff_base);
+        policy.cap_us = absl::ToInt64Microseconds(options_.retry_backoff_cap);
+        const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+        job.not_before_us = now + RetryBackoffMicros(job.attempts - job.preemptions, policy, u);
+        job.last_failed_worker = job.worker_id;
+        break;
+      }
     }
   }
   const JobState from = job.state;
@@ -299,6 +316,9 @@ StatusOr<pb::SweepStatus> Core::MakeSweepStatus(const SweepRow& row, bool with_j
     if (j.end_us != 0) SetTimestamp(j.end_us, s->mutable_end_time());
     SetTimestamp(j.update_us, s->mutable_update_time());
     s->set_hardware_kind(ToProto(j.worker_kind));
+    if (j.state == JobState::kPending && j.not_before_us > NowMicros())
+      SetTimestamp(j.not_before_us, s->mutable_not_before());
+    s->set_machine_failures(j.machine_failures);
   }
   return out;
 }

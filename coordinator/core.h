@@ -43,6 +43,16 @@ struct CoreOptions {
   // Real-time slice of long waits: how soon a cancelled call or shutdown is noticed.
   absl::Duration wait_slice = absl::Milliseconds(100);
   int default_max_attempts = 3;  // for sweeps with max_attempts = 0
+  // Retries (docs/coordinator.md "Retries and backoff"): after a failed attempt a job waits
+  // min(cap, base * 2^(failures-1)) with equal jitter (in [d/2, d]) before it is leased again.
+  // Zero base: no backoff.
+  absl::Duration retry_backoff_base = absl::Seconds(2);
+  absl::Duration retry_backoff_cap = absl::Minutes(5);
+  // Machine failures (JOB_OUTCOME_MACHINE_FAILED) do not count against max_attempts; a job
+  // ends FAILED after machine_failure_factor * max_attempts of them.
+  int machine_failure_factor = 10;
+  // Seed of the RNG behind ids and the backoff jitter; 0: random (tests set one).
+  uint64_t rng_seed = 0;
   // After the core starts, no lease expires for this long: workers get one full lease period
   // to reach a restarted coordinator before their leases are taken. Negative: lease_ttl.
   absl::Duration restart_grace = absl::Seconds(-1);
@@ -184,7 +194,10 @@ class Core {
   // adds the next seeds' jobs or stops, stores `state` with the look and emits its event.
   Status RunSeedLook(const SweepRow& sweep, pb::SequentialState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  StatusOr<std::optional<pb::LeaseJobResponse>> TryLease(const WorkerRow& worker, int free_slots)
+  // `*backoff_end_us`: when nothing was leased, the earliest end of a pending job's backoff
+  // (0: none), at which a waiting poll asks again.
+  StatusOr<std::optional<pb::LeaseJobResponse>> TryLease(const WorkerRow& worker, int free_slots,
+                                                         int64_t* backoff_end_us)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<int> ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId(const std::string& prefix, int hex_digits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -36,15 +36,28 @@ std::string OutcomeLabel(pb::JobOutcome outcome) {
       return "CANCELLED";
     case pb::JOB_OUTCOME_PREEMPTED:
       return "PREEMPTED";
+    case pb::JOB_OUTCOME_MACHINE_FAILED:
+      return "MACHINE_FAILED";
     default:
       return "UNSPECIFIED";
   }
 }
 
-// "attempt 2 on worker wk-1 failed: exit code 1: <message>; stderr tail:\n..."
-std::string FailureReason(const JobRow& job, const pb::CompleteJobRequest& req) {
-  std::string r =
-      "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id + " failed: ";
+// A job failure: "attempt 2 on worker wk-1 failed (job failure, counted against
+// max_attempts): exit code 1: <message>; stderr tail:\n...". A machine failure:
+// "machine failure on wk-1 (attempt 2; 1 of 30 machine failures, not counted against
+// max_attempts): exit code 74: <message>; stderr tail:\n...".
+std::string FailureReason(const JobRow& job, const pb::CompleteJobRequest& req,
+                          int max_machine_failures) {
+  std::string r;
+  if (req.outcome() == pb::JOB_OUTCOME_MACHINE_FAILED) {
+    r = "machine failure on " + job.worker_id + " (attempt " + std::to_string(job.attempts) + "; " +
+        std::to_string(job.machine_failures + 1) + " of " + std::to_string(max_machine_failures) +
+        " machine failures, not counted against max_attempts): ";
+  } else {
+    r = "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id +
+        " failed (job failure, counted against max_attempts): ";
+  }
   if (req.term_signal() != 0) {
     r += "killed by signal " + std::to_string(req.term_signal());
   } else {
@@ -95,8 +108,10 @@ StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWork
 }
 
 StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& worker,
-                                                             int free_slots) {
+                                                             int free_slots,
+                                                             int64_t* backoff_end_us) {
   std::optional<pb::LeaseJobResponse> out;
+  *backoff_end_us = 0;
   Status st = store_->Transaction([&]() -> Status {
     const int64_t now = NowMicros();
     RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker.id, now, free_slots));
@@ -104,14 +119,23 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     if (pending.empty()) return Status::Ok();
     ClusterView cluster;
     RDATTN_ASSIGN_OR_RETURN(cluster.group_kinds, store_->PendingGroupKinds());
-    RDATTN_ASSIGN_OR_RETURN(
-        cluster.live_workers,
-        store_->LiveWorkersByKind(now - absl::ToInt64Microseconds(WorkerLiveness())));
+    const int64_t live_since = now - absl::ToInt64Microseconds(WorkerLiveness());
+    RDATTN_ASSIGN_OR_RETURN(cluster.live_workers, store_->LiveWorkersByKind(live_since));
+    cluster.now_us = now;
+    RDATTN_ASSIGN_OR_RETURN(std::vector<WorkerRow> workers, store_->ListWorkers());
+    for (const WorkerRow& w : workers) {
+      if (w.last_seen_us < live_since || w.id == worker.id) continue;
+      cluster.live.push_back(OtherWorker{w.id, w.kind, w.free_slots});
+    }
     WorkerOffer offer;
+    offer.worker_id = worker.id;
     offer.free_slots = free_slots;
     offer.kind = worker.kind;
     std::optional<size_t> pick = PickJob(pending, offer, cluster);
-    if (!pick) return Status::Ok();
+    if (!pick) {
+      *backoff_end_us = NextBackoffEnd(pending, now);
+      return Status::Ok();
+    }
     RDATTN_ASSIGN_OR_RETURN(JobRow job, store_->GetJob(pending[*pick].job_id));
     EventContext ctx;
     ctx.worker = &worker;
@@ -148,18 +172,20 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
     return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
   bool first = true;
   uint64_t seen_gen = 0;
-  bool counted = false;  // this call is in waiting_lease_polls_
+  int64_t backoff_end_us = 0;  // a pending job's backoff ends then: ask again
+  bool counted = false;        // this call is in waiting_lease_polls_
   absl::Cleanup uncount = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (counted) --waiting_lease_polls_;
   };
   while (true) {
     if (shutting_down_) return pb::LeaseJobResponse();
     // Ask the scheduler at the start and whenever the work generation moved.
-    if (first || work_gen_ != seen_gen) {
+    // A backoff that ended is checked at the next wait slice (the injected clock decides).
+    if (first || work_gen_ != seen_gen || (backoff_end_us != 0 && NowMicros() >= backoff_end_us)) {
       first = false;
       seen_gen = work_gen_;
       RDATTN_ASSIGN_OR_RETURN(std::optional<pb::LeaseJobResponse> leased,
-                              TryLease(*worker, req.free_slots()));
+                              TryLease(*worker, req.free_slots(), &backoff_end_us));
       if (leased) return std::move(*leased);
     }
     const absl::Time now = absl::Now();
@@ -331,8 +357,12 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
     case pb::JOB_OUTCOME_PREEMPTED:
       event = JobEvent::kCompletePreempted;
       break;
+    case pb::JOB_OUTCOME_MACHINE_FAILED:
+      event = JobEvent::kCompleteMachineFailed;
+      break;
     default:
-      return InvalidArgumentError("outcome: must be SUCCEEDED, FAILED, CANCELLED or PREEMPTED");
+      return InvalidArgumentError(
+          "outcome: must be SUCCEEDED, FAILED, CANCELLED, PREEMPTED or MACHINE_FAILED");
   }
   absl::MutexLock lock(&mu_);
   pb::CompleteJobResponse resp;
@@ -369,8 +399,15 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
           ctx.message = ctx.reason + (req.message().empty() ? "" : "; worker: " + req.message());
           RDATTN_LOG(kWarning) << "job " << job.id << ": " << ctx.reason;
         } else {
-          ctx.reason = FailureReason(job, req);
+          ctx.reason = FailureReason(
+              job, req, std::max(1, options_.machine_failure_factor) * job.max_attempts);
         }
+        break;
+      case JobEvent::kCompleteMachineFailed:
+        ctx.reason = FailureReason(job, req,
+                                   std::max(1, options_.machine_failure_factor) * job.max_attempts);
+        RDATTN_LOG(kWarning) << "job " << job.id << ": "
+                             << ctx.reason.substr(0, ctx.reason.find('\n'));
         break;
       case JobEvent::kCompletePreempted:
         ctx.reason =

@@ -17,9 +17,20 @@ Status Illegal(JobState state, JobEvent event) {
 TransitionResult AttemptLost(const TransitionInput& in) {
   if (in.cancel_requested) return {JobState::kCancelled, {A::kCloseAttempt, A::kFinish}};
   if (in.counted_attempts < in.max_attempts) {
-    return {JobState::kPending, {A::kCloseAttempt, A::kRecordFailure}};
+    return {JobState::kPending, {A::kCloseAttempt, A::kRecordFailure, A::kBackoff}};
   }
   return {JobState::kFailed, {A::kCloseAttempt, A::kRecordFailure, A::kFinish}};
+}
+
+// The machine failed the attempt: retried without using max_attempts, within its own bound.
+TransitionResult MachineFailed(const TransitionInput& in) {
+  if (in.cancel_requested) return {JobState::kCancelled, {A::kCloseAttempt, A::kFinish}};
+  if (in.machine_failures + 1 < in.max_machine_failures) {
+    return {JobState::kPending,
+            {A::kCloseAttempt, A::kCountMachineFailure, A::kRecordFailure, A::kBackoff}};
+  }
+  return {JobState::kFailed,
+          {A::kCloseAttempt, A::kCountMachineFailure, A::kRecordFailure, A::kFinish}};
 }
 
 StatusOr<TransitionResult> FromPending(JobEvent event) {
@@ -44,6 +55,8 @@ StatusOr<TransitionResult> FromHeld(JobState state, JobEvent event, const Transi
     case JobEvent::kCompleteFailed:
     case JobEvent::kLeaseExpired:
       return AttemptLost(in);
+    case JobEvent::kCompleteMachineFailed:
+      return MachineFailed(in);
     case JobEvent::kCompleteCancelled:
       return TransitionResult{JobState::kCancelled, {A::kCloseAttempt, A::kFinish}};
     case JobEvent::kCompletePreempted:
@@ -118,6 +131,8 @@ std::string_view JobEventName(JobEvent event) {
       return "LeaseExpired";
     case JobEvent::kCancel:
       return "Cancel";
+    case JobEvent::kCompleteMachineFailed:
+      return "CompleteMachineFailed";
   }
   return "?";
 }
@@ -138,6 +153,10 @@ std::string_view JobActionName(JobAction action) {
       return "RequestCancel";
     case JobAction::kFinish:
       return "Finish";
+    case JobAction::kCountMachineFailure:
+      return "CountMachineFailure";
+    case JobAction::kBackoff:
+      return "Backoff";
   }
   return "?";
 }

@@ -25,6 +25,9 @@ enum class JobEvent {
   kCompletePreempted,  // CompleteJob(PREEMPTED): stopped by the platform after a checkpoint
   kLeaseExpired,       // the reaper found the lease past its expiry
   kCancel,             // CancelSweep
+  // CompleteJob(MACHINE_FAILED): the worker could not prepare the job (ENOSPC, EIO, ...) or
+  // the trainer exited 74. Not counted against max_attempts (docs/coordinator.md).
+  kCompleteMachineFailed,
 };
 inline constexpr JobEvent kAllJobEvents[] = {JobEvent::kLease,
                                              JobEvent::kStart,
@@ -33,17 +36,20 @@ inline constexpr JobEvent kAllJobEvents[] = {JobEvent::kLease,
                                              JobEvent::kCompleteCancelled,
                                              JobEvent::kCompletePreempted,
                                              JobEvent::kLeaseExpired,
-                                             JobEvent::kCancel};
+                                             JobEvent::kCancel,
+                                             JobEvent::kCompleteMachineFailed};
 
 // What the store must do besides writing the new state.
 enum class JobAction {
-  kOpenAttempt,    // attempts + 1, new lease id and expiry, an attempts row
-  kMarkStarted,    // start time of the attempt (and of the job, the first time)
-  kCloseAttempt,   // end the attempts row with its outcome; clear the lease
-  kRefundAttempt,  // the closed attempt does not count against max_attempts (preemption)
-  kRecordFailure,  // set failure_reason from the attempt's exit status / expiry
-  kRequestCancel,  // remember the cancel; heartbeats carry a cancel order for the lease
-  kFinish,         // the job reached a terminal state: end time
+  kOpenAttempt,          // attempts + 1, new lease id and expiry, an attempts row
+  kMarkStarted,          // start time of the attempt (and of the job, the first time)
+  kCloseAttempt,         // end the attempts row with its outcome; clear the lease
+  kRefundAttempt,        // the closed attempt does not count against max_attempts (preemption)
+  kRecordFailure,        // set failure_reason from the attempt's exit status / expiry
+  kRequestCancel,        // remember the cancel; heartbeats carry a cancel order for the lease
+  kFinish,               // the job reached a terminal state: end time
+  kCountMachineFailure,  // machine_failures + 1: the attempt does not count against max_attempts
+  kBackoff,              // not leased again before now + the retry backoff; remember the worker
 };
 
 struct TransitionInput {
@@ -53,6 +59,10 @@ struct TransitionInput {
   int max_attempts = 1;
   // CancelSweep already reached this job; a failure or expiry then ends it CANCELLED.
   bool cancel_requested = false;
+  // Machine failures before this event, and their own bound (kCompleteMachineFailed), so that
+  // a cluster that fails every start still ends the job.
+  int machine_failures = 0;
+  int max_machine_failures = 10;
 };
 
 struct TransitionResult {
@@ -70,8 +80,13 @@ struct TransitionResult {
 //   LEASED|RUNNING --CompleteSucceeded--> SUCCEEDED [CloseAttempt, Finish]
 //   LEASED|RUNNING --CompleteFailed | LeaseExpired-->
 //        CANCELLED [CloseAttempt, Finish]                    if cancel_requested
-//        PENDING   [CloseAttempt, RecordFailure]             if counted_attempts < max_attempts
+//        PENDING   [CloseAttempt, RecordFailure, Backoff]    if counted_attempts < max_attempts
 //        FAILED    [CloseAttempt, RecordFailure, Finish]     otherwise
+//   LEASED|RUNNING --CompleteMachineFailed-->
+//        CANCELLED [CloseAttempt, Finish]                    if cancel_requested
+//        PENDING   [CloseAttempt, CountMachineFailure, RecordFailure, Backoff]
+//                                                   if machine_failures + 1 < max_machine_failures
+//        FAILED    [CloseAttempt, CountMachineFailure, RecordFailure, Finish]   otherwise
 //   LEASED|RUNNING --CompleteCancelled--> CANCELLED [CloseAttempt, Finish]
 //   LEASED|RUNNING --CompletePreempted-->
 //        CANCELLED [CloseAttempt, Finish]                    if cancel_requested

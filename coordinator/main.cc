@@ -50,6 +50,9 @@ struct Flags {
   int heartbeat_seconds = 10;
   int restart_grace_seconds = -1;
   int max_attempts = 3;
+  double retry_backoff_base_seconds = 2;
+  double retry_backoff_cap_seconds = 300;
+  int machine_failure_factor = 10;
   std::string tokens_file;
   std::string tls_cert;
   std::string tls_key;
@@ -78,6 +81,15 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "--lease-seconds");
   app.add_option("--max-attempts", f.max_attempts,
                  "attempts per job for sweeps that leave max_attempts at 0 (> 0)");
+  app.add_option("--retry-backoff-base-seconds", f.retry_backoff_base_seconds,
+                 "after a failed attempt a job waits min(cap, base * 2^(failures-1)), jittered "
+                 "into [d/2, d], before it is leased again (>= 0; 0: no backoff)");
+  app.add_option("--retry-backoff-cap-seconds", f.retry_backoff_cap_seconds,
+                 "the longest retry backoff (>= --retry-backoff-base-seconds)");
+  app.add_option("--machine-failure-factor", f.machine_failure_factor,
+                 "machine failures (a worker could not run the job: full disk, I/O error) do not "
+                 "count against max_attempts; a job ends FAILED after this many times max_attempts "
+                 "of them (> 0)");
   app.add_option("--tokens-file", f.tokens_file,
                  "bearer tokens, lines 'TOKEN ROLE NAME' (roles researcher|worker|admin); "
                  "empty: authentication OFF");
@@ -196,6 +208,13 @@ int main(int argc, char** argv) {
                          << lease_s << ": leases will expire between heartbeats";
   }
   if (flags.max_attempts <= 0) return usage("--max-attempts: must be > 0");
+  if (!(flags.retry_backoff_base_seconds >= 0 && flags.retry_backoff_base_seconds <= 86400))
+    return usage("--retry-backoff-base-seconds: must be in [0, 86400]");
+  if (!(flags.retry_backoff_cap_seconds >= flags.retry_backoff_base_seconds &&
+        flags.retry_backoff_cap_seconds <= 86400))
+    return usage("--retry-backoff-cap-seconds: must be in [--retry-backoff-base-seconds, 86400]");
+  if (flags.machine_failure_factor <= 0 || flags.machine_failure_factor > 1000)
+    return usage("--machine-failure-factor: must be in [1, 1000]");
   const int metrics_retention_s = flags.metrics_retention;
   if (metrics_retention_s < 0) return usage("--metrics-retention: must be >= 0");
   const std::string& metrics_listen = flags.metrics_listen;
@@ -271,6 +290,9 @@ int main(int argc, char** argv) {
   options.lease_ttl = absl::Seconds(lease_s);
   options.heartbeat_interval = absl::Seconds(heartbeat_s);
   options.default_max_attempts = flags.max_attempts;
+  options.retry_backoff_base = absl::Seconds(flags.retry_backoff_base_seconds);
+  options.retry_backoff_cap = absl::Seconds(flags.retry_backoff_cap_seconds);
+  options.machine_failure_factor = flags.machine_failure_factor;
   options.reap_interval = std::min(absl::Seconds(1), options.lease_ttl / 4);
   const int grace_s = flags.restart_grace_seconds;
   options.restart_grace = grace_s < 0 ? options.lease_ttl : absl::Seconds(grace_s);

@@ -1,6 +1,7 @@
 // Placement policy (rule in scheduler.h). Pure.
 #include "coordinator/scheduler.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace rdattn::coordinator {
@@ -19,7 +20,56 @@ bool AnyLive(const ClusterView& cluster, const std::set<HardwareKind>& kinds) {
   return false;
 }
 
+// Rules 2 and 3 for a worker of `kind`: may the job go to it?
+bool KindAllows(const PendingJob& job, HardwareKind kind, const ClusterView& cluster,
+                int* affinity) {
+  if (job.preferred_kind != HardwareKind::kAny && job.preferred_kind != kind &&
+      LiveWorkerOfKind(cluster, job.preferred_kind)) {
+    return false;
+  }
+  *affinity = 0;
+  auto group = cluster.group_kinds.find(job.pair_group);
+  if (group != cluster.group_kinds.end() && !group->second.empty()) {
+    if (group->second.count(kind) > 0) {
+      *affinity = 1;
+    } else if (AnyLive(cluster, group->second)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Rule 0, second half: some live worker other than `self` could take the job now.
+bool AnotherCanTake(const PendingJob& job, const std::string& self, const ClusterView& cluster) {
+  for (const OtherWorker& w : cluster.live) {
+    if (w.id == self || w.free_slots < job.world_size) continue;
+    int unused = 0;
+    if (KindAllows(job, w.kind, cluster, &unused)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+int64_t NextBackoffEnd(const std::vector<PendingJob>& pending, int64_t now_us) {
+  int64_t next = 0;
+  for (const PendingJob& job : pending) {
+    if (job.not_before_us > now_us && (next == 0 || job.not_before_us < next))
+      next = job.not_before_us;
+  }
+  return next;
+}
+
+int64_t RetryBackoffMicros(int failures, const BackoffPolicy& policy, double u) {
+  if (failures <= 0 || policy.base_us <= 0) return 0;
+  const int64_t cap = std::max(policy.cap_us, int64_t{0});
+  int64_t d = policy.base_us;
+  for (int i = 1; i < failures && d < cap; ++i) d = d > cap / 2 ? cap : d * 2;
+  d = std::min(d, cap);
+  u = std::clamp(u, 0.0, 1.0);
+  const int64_t half = d / 2;
+  return std::min(d, half + static_cast<int64_t>(u * static_cast<double>(d - half)));
+}
 
 std::optional<size_t> PickJob(const std::vector<PendingJob>& pending, const WorkerOffer& worker,
                               const ClusterView& cluster) {
@@ -30,20 +80,16 @@ std::optional<size_t> PickJob(const std::vector<PendingJob>& pending, const Work
     const PendingJob& job = pending[i];
     // 1. Gang admission.
     if (job.world_size <= 0 || job.world_size > worker.free_slots) continue;
+    // 0. Backoff after a failed attempt.
+    if (job.not_before_us > cluster.now_us) continue;
     // 2. The sweep's preferred kind, while a worker of that kind is alive.
-    if (job.preferred_kind != HardwareKind::kAny && job.preferred_kind != worker.kind &&
-        LiveWorkerOfKind(cluster, job.preferred_kind)) {
-      continue;
-    }
     // 3. One kind per pair group, while a worker of the group's kind is alive.
     int affinity = 0;
-    auto group = cluster.group_kinds.find(job.pair_group);
-    if (group != cluster.group_kinds.end() && !group->second.empty()) {
-      if (group->second.count(worker.kind) > 0) {
-        affinity = 1;
-      } else if (AnyLive(cluster, group->second)) {
-        continue;
-      }
+    if (!KindAllows(job, worker.kind, cluster, &affinity)) continue;
+    // 0. Not back to the worker that just failed it while another one can take it.
+    if (!job.last_failed_worker.empty() && job.last_failed_worker == worker.worker_id &&
+        AnotherCanTake(job, worker.worker_id, cluster)) {
+      continue;
     }
     // 4. Priority, then affinity, then age.
     std::tuple<int, int, int64_t> key{job.priority, affinity, -job.create_order};

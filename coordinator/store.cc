@@ -71,6 +71,9 @@ CREATE TABLE IF NOT EXISTS jobs (
   start_us          INTEGER NOT NULL DEFAULT 0,
   end_us            INTEGER NOT NULL DEFAULT 0,
   update_us         INTEGER NOT NULL,
+  not_before_us      INTEGER NOT NULL DEFAULT 0,
+  machine_failures   INTEGER NOT NULL DEFAULT 0,
+  last_failed_worker TEXT NOT NULL DEFAULT '',
   -- Checksums of the result columns (JobResultDigests): 8 bytes per field, in kJobResultFields
   -- order; written with every UPDATE, checked at every read.
   result_digests     BLOB
@@ -141,6 +144,11 @@ CREATE TABLE IF NOT EXISTS meta (
 // statement. A fresh file gets kSchema (which already has every column) and no step. Helpers of
 // issue 24 append their own steps here (and their columns to kSchema).
 constexpr const char* kMigrationsV2[] = {
+    // Retries (docs/coordinator.md "Retries and backoff"): the job's backoff end, its machine
+    // failures (not counted against max_attempts) and the worker that failed it last.
+    "ALTER TABLE jobs ADD COLUMN not_before_us INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN machine_failures INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN last_failed_worker TEXT NOT NULL DEFAULT ''",
     // Stored results are verified (docs/operations.md "Stored results and the store epoch"):
     // checksums of the result columns and of every event row. Store::BackfillChecksums fills
     // them in for the rows written before the upgrade.
@@ -153,7 +161,7 @@ constexpr char kJobColumns[] =
     "world_size, hardware_pref, cancel_requested, worker_id, worker_kind, lease_id, "
     "lease_expiry_us, step, tokens, last_train_loss, last_val_nll, tokens_per_second, "
     "init_checksum, last_checkpoint, failure_reason, create_us, start_us, end_us, update_us, "
-    "result_digests";
+    "not_before_us, machine_failures, last_failed_worker, result_digests";
 
 constexpr char kSweepColumns[] =
     "seq, id, request_id, owner, spec, state, cancel_requested, message, max_attempts, "
@@ -733,7 +741,8 @@ Status Store::UpdateJob(const JobRow& r) {
                    "lease_expiry_us = ?9, step = ?10, tokens = ?11, last_train_loss = ?12, "
                    "last_val_nll = ?13, tokens_per_second = ?14, init_checksum = ?15, "
                    "last_checkpoint = ?16, failure_reason = ?17, start_us = ?18, end_us = ?19, "
-                   "update_us = ?20 WHERE id = ?1"));
+                   "update_us = ?20, not_before_us = ?21, machine_failures = ?22, "
+                   "last_failed_worker = ?23 WHERE id = ?1"));
   s.Bind(1, r.id).Bind(2, static_cast<int>(ToProto(r.state))).Bind(3, r.attempts);
   s.Bind(4, r.preemptions).Bind(5, r.cancel_requested ? 1 : 0).Bind(6, r.worker_id);
   s.Bind(7, static_cast<int>(ToProto(r.worker_kind)))
@@ -742,6 +751,7 @@ Status Store::UpdateJob(const JobRow& r) {
   s.Bind(10, r.step).Bind(11, r.tokens).Bind(12, r.last_train_loss).Bind(13, r.last_val_nll);
   s.Bind(14, r.tokens_per_second).Bind(15, r.init_checksum).Bind(16, r.last_checkpoint);
   s.Bind(17, r.failure_reason).Bind(18, r.start_us).Bind(19, r.end_us).Bind(20, r.update_us);
+  s.Bind(21, r.not_before_us).Bind(22, r.machine_failures).Bind(23, r.last_failed_worker);
   RDATTN_RETURN_IF_ERROR(s.Run());
   if (db_->Changes() != 1) return NotFoundError("job " + r.id + " not found");
   // The checksums of the result columns, written with them (same transaction).
@@ -785,6 +795,9 @@ StatusOr<JobRow> Store::ReadJob(SqliteStmt& s) {
   r.start_us = s.Int(26);
   r.end_us = s.Int(27);
   r.update_us = s.Int(28);
+  r.not_before_us = s.Int(29);
+  r.machine_failures = static_cast<int>(s.Int(30));
+  r.last_failed_worker = s.Text(31);
   // The result columns are served only when their checksums match (each field its own).
   const int digest_col = s.ColumnIndex("result_digests");
   if (digest_col < 0) return InternalError("ReadJob: the query has no result_digests column");
@@ -840,7 +853,8 @@ StatusOr<std::vector<JobRow>> Store::ListExpiredLeases(int64_t now_us) {
 
 StatusOr<std::vector<PendingJob>> Store::ListPending() {
   RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s, db_->Prepare("SELECT id, pair_group, priority, seq, world_size, hardware_pref "
+      SqliteStmt s, db_->Prepare("SELECT id, pair_group, priority, seq, world_size, hardware_pref, "
+                                 "not_before_us, last_failed_worker "
                                  "FROM jobs WHERE state = ?1 ORDER BY priority DESC, seq"));
   s.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
   std::vector<PendingJob> out;
@@ -854,6 +868,8 @@ StatusOr<std::vector<PendingJob>> Store::ListPending() {
     j.create_order = s.Int(3);
     j.world_size = static_cast<int>(s.Int(4));
     j.preferred_kind = HardwareKindFromProto(static_cast<int>(s.Int(5)));
+    j.not_before_us = s.Int(6);
+    j.last_failed_worker = s.Text(7);
     out.push_back(std::move(j));
   }
   // A job row whose checksums do not match is never leased (it would fail every LeaseJob with

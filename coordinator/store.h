@@ -76,6 +76,10 @@ struct JobRow {
   int64_t start_us = 0;
   int64_t end_us = 0;
   int64_t update_us = 0;
+  // Retries (docs/coordinator.md "Retries and backoff").
+  int64_t not_before_us = 0;       // not leased before this time (backoff after a failure)
+  int machine_failures = 0;        // attempts that ended MACHINE_FAILED (not counted)
+  std::string last_failed_worker;  // the worker whose attempt failed last; "" after a success
 };
 
 struct AttemptRow {

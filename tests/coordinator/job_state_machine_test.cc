@@ -35,8 +35,12 @@ std::map<std::pair<S, E>, std::optional<Expect>> Table() {
     t[{held, E::kStart}] =
         held == S::kLeased ? Expect{S::kRunning, {A::kMarkStarted}} : Expect{S::kRunning, {}};
     t[{held, E::kCompleteSucceeded}] = Expect{S::kSucceeded, {A::kCloseAttempt, A::kFinish}};
-    t[{held, E::kCompleteFailed}] = Expect{S::kPending, {A::kCloseAttempt, A::kRecordFailure}};
-    t[{held, E::kLeaseExpired}] = Expect{S::kPending, {A::kCloseAttempt, A::kRecordFailure}};
+    t[{held, E::kCompleteFailed}] =
+        Expect{S::kPending, {A::kCloseAttempt, A::kRecordFailure, A::kBackoff}};
+    t[{held, E::kLeaseExpired}] =
+        Expect{S::kPending, {A::kCloseAttempt, A::kRecordFailure, A::kBackoff}};
+    t[{held, E::kCompleteMachineFailed}] = Expect{
+        S::kPending, {A::kCloseAttempt, A::kCountMachineFailure, A::kRecordFailure, A::kBackoff}};
     t[{held, E::kCompleteCancelled}] = Expect{S::kCancelled, {A::kCloseAttempt, A::kFinish}};
     t[{held, E::kCompletePreempted}] = Expect{S::kPending, {A::kCloseAttempt, A::kRefundAttempt}};
     t[{held, E::kCancel}] = Expect{held, {A::kRequestCancel}};
@@ -50,7 +54,7 @@ std::string Name(S s, E e) {
 
 TEST(JobStateMachineTest, EveryStateEventPair) {
   const auto table = Table();
-  ASSERT_EQ(table.size(), 6u * 8u);
+  ASSERT_EQ(table.size(), 6u * 9u);
   TransitionInput in{/*counted_attempts=*/1, /*max_attempts=*/3, /*cancel_requested=*/false};
   int legal = 0;
   for (const auto& [pair, expect] : table) {
@@ -68,7 +72,7 @@ TEST(JobStateMachineTest, EveryStateEventPair) {
     EXPECT_EQ(got->new_state, expect->state);
     EXPECT_EQ(got->actions, expect->actions);
   }
-  EXPECT_EQ(legal, 2 + 2 * 7);
+  EXPECT_EQ(legal, 2 + 2 * 8);
 }
 
 TEST(JobStateMachineTest, TerminalStatesAcceptNothing) {
@@ -107,8 +111,8 @@ TEST(JobStateMachineTest, FailureOrExpiryAfterLastAttemptIsFailed) {
 
 TEST(JobStateMachineTest, PendingCancelTurnsEveryEndIntoCancelled) {
   for (S held : {S::kLeased, S::kRunning}) {
-    for (E e :
-         {E::kCompleteFailed, E::kLeaseExpired, E::kCompletePreempted, E::kCompleteCancelled}) {
+    for (E e : {E::kCompleteFailed, E::kLeaseExpired, E::kCompletePreempted, E::kCompleteCancelled,
+                E::kCompleteMachineFailed}) {
       SCOPED_TRACE(Name(held, e));
       StatusOr<TransitionResult> got = Transition(held, e, {1, 3, true});
       ASSERT_TRUE(got.ok());
@@ -131,6 +135,39 @@ TEST(JobStateMachineTest, PreemptionDoesNotCountEvenAtTheLastAttempt) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->new_state, S::kPending);
   EXPECT_EQ(got->actions, (std::vector<A>{A::kCloseAttempt, A::kRefundAttempt}));
+}
+
+// A machine failure does not use max_attempts, even at the last attempt; it has its own bound
+// so that a cluster that fails every start still ends the job.
+TEST(JobStateMachineTest, MachineFailureIsNotCountedButBounded) {
+  for (S held : {S::kLeased, S::kRunning}) {
+    SCOPED_TRACE(JobStateName(held));
+    TransitionInput in;
+    in.counted_attempts = 3;  // == max_attempts: a job failure now would be final
+    in.max_attempts = 3;
+    in.machine_failures = 0;
+    in.max_machine_failures = 30;
+    StatusOr<TransitionResult> got = Transition(held, E::kCompleteMachineFailed, in);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->new_state, S::kPending);
+    EXPECT_EQ(got->actions, (std::vector<A>{A::kCloseAttempt, A::kCountMachineFailure,
+                                            A::kRecordFailure, A::kBackoff}));
+    in.machine_failures = 28;  // this one is the 29th of 30: still retried
+    got = Transition(held, E::kCompleteMachineFailed, in);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->new_state, S::kPending);
+    in.machine_failures = 29;  // the 30th: the bound is reached
+    got = Transition(held, E::kCompleteMachineFailed, in);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->new_state, S::kFailed);
+    EXPECT_EQ(got->actions, (std::vector<A>{A::kCloseAttempt, A::kCountMachineFailure,
+                                            A::kRecordFailure, A::kFinish}));
+  }
+  // Not accepted where no attempt is held.
+  for (S s : {S::kPending, S::kSucceeded, S::kFailed, S::kCancelled}) {
+    EXPECT_EQ(Transition(s, E::kCompleteMachineFailed, {}).status().code(),
+              StatusCode::kFailedPrecondition);
+  }
 }
 
 TEST(JobStateMachineTest, NamesAreDistinct) {

@@ -488,15 +488,17 @@ TEST(MetricsTest, NullCountersKeepTheCoreWorking) {
   StatusOr<pb::CompleteJobResponse> done = core.CompleteJob(fail);
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   EXPECT_TRUE(done->will_retry());
+  // The failed job waits out its retry backoff: the second lease takes the other job.
   StatusOr<pb::LeaseJobResponse> l2 = core.LeaseJob(lease, nullptr);
   ASSERT_TRUE(l2.ok() && !l2->lease_id().empty());
+  EXPECT_NE(l2->job().job_id(), l1->job().job_id());
   clock.Advance(absl::Seconds(11));
   StatusOr<int> expired = core.ExpireLeases();
   ASSERT_TRUE(expired.ok());
   EXPECT_EQ(*expired, 1);
   StatusOr<StateCounts> counts = core.ReadStateCounts(absl::Seconds(300));
   ASSERT_TRUE(counts.ok());
-  EXPECT_EQ(counts->jobs[JobState::kPending], 1);
+  EXPECT_EQ(counts->jobs[JobState::kPending], 2);  // one after its failure, one after its expiry
   ASSERT_EQ(counts->workers.size(), 1u);
   EXPECT_FALSE(counts->workers[0].alive);
 }

@@ -25,7 +25,7 @@ PendingJob Job(const std::string& id, int priority, int64_t order, int world_siz
 
 std::string Pick(const std::vector<PendingJob>& jobs, int free_slots, K kind,
                  const ClusterView& cluster = {}) {
-  std::optional<size_t> i = PickJob(jobs, WorkerOffer{free_slots, kind}, cluster);
+  std::optional<size_t> i = PickJob(jobs, WorkerOffer{free_slots, kind, ""}, cluster);
   return i ? jobs[*i].job_id : "none";
 }
 
@@ -94,6 +94,93 @@ TEST(SchedulerTest, GroupOnBothKindsAcceptsEither) {
   std::vector<PendingJob> jobs = {Job("g-x", 0, 1, 1, "g")};
   EXPECT_EQ(Pick(jobs, 1, K::kCpu, cluster), "g-x");
   EXPECT_EQ(Pick(jobs, 1, K::kGpu, cluster), "g-x");
+}
+
+// --- Retries: backoff and not-same-worker (docs/coordinator.md "Retries and backoff") -----
+
+TEST(SchedulerTest, JobInBackoffIsNotLeasedUntilItEnds) {
+  PendingJob waiting = Job("waiting", 9, 1);
+  waiting.not_before_us = 5'000'000;
+  std::vector<PendingJob> jobs = {waiting, Job("other", 0, 2)};
+  ClusterView cluster;
+  cluster.now_us = 4'999'999;
+  EXPECT_EQ(Pick(jobs, 1, K::kCpu, cluster), "other");  // higher priority, but backing off
+  EXPECT_EQ(Pick({waiting}, 1, K::kCpu, cluster), "none");
+  EXPECT_EQ(NextBackoffEnd(jobs, cluster.now_us), 5'000'000);
+  cluster.now_us = 5'000'000;  // the backoff ends: first again
+  EXPECT_EQ(Pick(jobs, 1, K::kCpu, cluster), "waiting");
+  EXPECT_EQ(NextBackoffEnd(jobs, cluster.now_us), 0);
+}
+
+TEST(SchedulerTest, NotBackToTheWorkerThatFailedItWhileAnotherCanTakeIt) {
+  PendingJob failed = Job("failed", 9, 1);
+  failed.last_failed_worker = "wk-a";
+  std::vector<PendingJob> jobs = {failed, Job("fresh", 0, 2)};
+  ClusterView cluster;
+  cluster.live_workers = {{K::kCpu, 2}};
+  cluster.live = {{"wk-a", K::kCpu, 1}, {"wk-b", K::kCpu, 1}};
+  WorkerOffer a{1, K::kCpu, "wk-a"};
+  WorkerOffer b{1, K::kCpu, "wk-b"};
+  // wk-a gets the other job; wk-b gets the one wk-a failed.
+  EXPECT_EQ(jobs[*PickJob(jobs, a, cluster)].job_id, "fresh");
+  EXPECT_EQ(jobs[*PickJob(jobs, b, cluster)].job_id, "failed");
+  EXPECT_FALSE(PickJob({failed}, a, cluster).has_value());
+  // wk-b is busy (no free slot) or unhealthy (it reports 0): wk-a may take it back.
+  cluster.live = {{"wk-a", K::kCpu, 1}, {"wk-b", K::kCpu, 0}};
+  EXPECT_EQ(jobs[*PickJob(jobs, a, cluster)].job_id, "failed");
+  // wk-b has a slot but the job's gang needs two.
+  PendingJob gang = failed;
+  gang.world_size = 2;
+  cluster.live = {{"wk-a", K::kCpu, 2}, {"wk-b", K::kCpu, 1}};
+  EXPECT_TRUE(PickJob({gang}, WorkerOffer{2, K::kCpu, "wk-a"}, cluster).has_value());
+  // wk-a alone: it may retry the job.
+  cluster.live = {{"wk-a", K::kCpu, 1}};
+  cluster.live_workers = {{K::kCpu, 1}};
+  EXPECT_TRUE(PickJob({failed}, a, cluster).has_value());
+}
+
+// The other worker must be one the kind rules allow; otherwise the two rules would block the
+// job on both workers.
+TEST(SchedulerTest, NotSameWorkerRespectsTheKindRules) {
+  PendingJob failed = Job("failed", 0, 1, 1, "g", K::kGpu);  // the sweep prefers GPUs
+  failed.last_failed_worker = "gpu-1";
+  ClusterView cluster;
+  cluster.live_workers = {{K::kGpu, 1}, {K::kCpu, 1}};
+  cluster.live = {{"gpu-1", K::kGpu, 1}, {"cpu-1", K::kCpu, 4}};
+  EXPECT_FALSE(PickJob({failed}, WorkerOffer{4, K::kCpu, "cpu-1"}, cluster).has_value());
+  EXPECT_TRUE(PickJob({failed}, WorkerOffer{1, K::kGpu, "gpu-1"}, cluster).has_value());
+  cluster.live.push_back({"gpu-2", K::kGpu, 1});
+  cluster.live_workers[K::kGpu] = 2;
+  EXPECT_FALSE(PickJob({failed}, WorkerOffer{1, K::kGpu, "gpu-1"}, cluster).has_value());
+  EXPECT_TRUE(PickJob({failed}, WorkerOffer{1, K::kGpu, "gpu-2"}, cluster).has_value());
+}
+
+TEST(SchedulerTest, RetryBackoffIsExponentialJitteredAndBounded) {
+  BackoffPolicy p;  // base 2 s, cap 300 s
+  EXPECT_EQ(p.base_us, 2'000'000);
+  EXPECT_EQ(p.cap_us, 300'000'000);
+  EXPECT_EQ(RetryBackoffMicros(0, p, 0.5), 0);  // no failure, no wait
+  // u = 0: the lower end d/2; u -> 1: d.
+  EXPECT_EQ(RetryBackoffMicros(1, p, 0.0), 1'000'000);
+  EXPECT_EQ(RetryBackoffMicros(1, p, 0.5), 1'500'000);
+  EXPECT_EQ(RetryBackoffMicros(2, p, 0.0), 2'000'000);
+  EXPECT_EQ(RetryBackoffMicros(3, p, 0.0), 4'000'000);
+  EXPECT_EQ(RetryBackoffMicros(3, p, 0.999999), 7'999'996);
+  // 2 * 2^7 = 256 s; 2 * 2^8 = 512 s > cap: capped at 300 s, jitter within [150, 300] s.
+  EXPECT_EQ(RetryBackoffMicros(8, p, 0.0), 128'000'000);
+  EXPECT_EQ(RetryBackoffMicros(9, p, 0.0), 150'000'000);
+  EXPECT_EQ(RetryBackoffMicros(9, p, 1.0), 300'000'000);
+  EXPECT_EQ(RetryBackoffMicros(1000000, p, 1.0), 300'000'000);  // no overflow
+  for (int n = 1; n < 40; ++n) {
+    for (double u : {0.0, 0.25, 0.5, 0.75, 0.999}) {
+      const int64_t d = RetryBackoffMicros(n, p, u);
+      EXPECT_GE(d, 1'000'000) << n;
+      EXPECT_LE(d, 300'000'000) << n;
+      EXPECT_LE(RetryBackoffMicros(n, p, u), RetryBackoffMicros(n + 1, p, u)) << n;
+    }
+  }
+  p.base_us = 0;  // no backoff configured
+  EXPECT_EQ(RetryBackoffMicros(5, p, 0.7), 0);
 }
 
 }  // namespace

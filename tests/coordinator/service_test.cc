@@ -687,7 +687,9 @@ TEST(ServiceTest, ExpiredLeaseRequeuesThenFails) {
   EXPECT_EQ(h.Report(first.lease_id(), {Event(1, pb::MetricEvent::KIND_INIT)}, &ack).error_code(),
             grpc::StatusCode::ABORTED);
 
-  // Attempt 2 (the requeued job is the oldest) expires too: FAILED with the reason.
+  // Attempt 2 (the requeued job is the oldest, once its backoff ended) expires too: FAILED.
+  EXPECT_TRUE(j.has_not_before());
+  h.clock().Advance(absl::Minutes(5));  // the longest backoff
   pb::LeaseJobResponse second = h.Lease(worker);
   ASSERT_TRUE(second.has_job());
   EXPECT_EQ(second.job().job_id(), job_id);
@@ -724,7 +726,10 @@ TEST(ServiceTest, FailedAttemptsRetryPreemptionIsFree) {
   ASSERT_TRUE(h.Complete(a2, worker, pb::JOB_OUTCOME_FAILED, &done, 3, "Traceback\nboom\n").ok());
   EXPECT_EQ(done.job_state(), pb::JOB_STATE_PENDING);  // 1 counted attempt of 2
   EXPECT_TRUE(done.will_retry());
+  EXPECT_NE(h.Job(sid, job_id).failure_reason().find("(job failure, counted against max_attempts)"),
+            std::string::npos);
 
+  h.clock().Advance(absl::Minutes(5));  // the longest backoff
   pb::LeaseJobResponse a3 = h.Lease(worker);
   EXPECT_EQ(a3.job().attempt(), 3);
   ASSERT_TRUE(h.Complete(a3, worker, pb::JOB_OUTCOME_FAILED, &done, 7, "oom\n").ok());
@@ -747,6 +752,118 @@ TEST(ServiceTest, FailedAttemptsRetryPreemptionIsFree) {
     if (m.job_id() == job_id && m.job_state() == pb::JOB_STATE_FAILED) failed_listed = true;
   }
   EXPECT_TRUE(failed_listed);
+}
+
+// --- retries: backoff, machine failures, not the same worker ---------------------------------
+
+// A machine failure (the worker could not write the job folder) does not use max_attempts; the
+// job backs off, a waiting long poll wakes when the backoff ends, and the reason says which
+// kind of failure it was. After machine_failure_factor (10) x max_attempts of them it ends.
+TEST(ServiceTest, MachineFailureBacksOffAndIsNotCounted) {
+  Harness h;
+  const std::string worker = h.Register();
+  pb::SubmitSweepResponse sub;
+  ASSERT_TRUE(h.Submit(TinySweep({1}), "req-machine", &sub).ok());  // max_attempts 2
+  const std::string sid = sub.sweep().sweep_id();
+  pb::LeaseJobResponse a1 = h.Lease(worker);
+  const std::string job_id = a1.job().job_id();
+  pb::CompleteJobRequest req;
+  req.set_worker_id(worker);
+  req.set_lease_id(a1.lease_id());
+  req.set_outcome(pb::JOB_OUTCOME_MACHINE_FAILED);
+  req.set_exit_code(-1);
+  req.set_message("cannot prepare the job: job.json: write failed: No space left on device");
+  pb::CompleteJobResponse done;
+  ASSERT_TRUE(h.workers().CompleteJob(Harness::Ctx().get(), req, &done).ok());
+  EXPECT_EQ(done.job_state(), pb::JOB_STATE_PENDING);
+  EXPECT_TRUE(done.will_retry());
+  const absl::Time failed_at = h.clock().Now();
+  pb::JobStatus j = h.Job(sid, job_id);
+  EXPECT_EQ(j.attempts(), 1);
+  EXPECT_EQ(j.machine_failures(), 1);
+  EXPECT_NE(j.failure_reason().find("machine failure on " + worker), std::string::npos)
+      << j.failure_reason();
+  EXPECT_NE(j.failure_reason().find("No space left on device"), std::string::npos);
+  EXPECT_NE(j.failure_reason().find("not counted against max_attempts"), std::string::npos);
+  // The first backoff: in [base/2, base] = [1 s, 2 s].
+  ASSERT_TRUE(j.has_not_before());
+  const absl::Duration wait = absl::FromUnixSeconds(j.not_before().seconds()) +
+                              absl::Nanoseconds(j.not_before().nanos()) - failed_at;
+  EXPECT_GE(wait, absl::Seconds(1));
+  EXPECT_LE(wait, absl::Seconds(2));
+
+  // In backoff: the worker gets the sweep's other job, not this one.
+  pb::LeaseJobResponse other = h.Lease(worker);
+  ASSERT_TRUE(other.has_job());
+  EXPECT_NE(other.job().job_id(), job_id);
+  ASSERT_TRUE(h.Complete(other, worker, pb::JOB_OUTCOME_CANCELLED, &done).ok());
+  EXPECT_FALSE(h.Lease(worker).has_job());  // only the job in backoff is left
+
+  // Fail it again; a waiting long poll gets it when the backoff ends (not before).
+  h.clock().Advance(absl::Seconds(2));
+  pb::LeaseJobResponse a2 = h.Lease(worker);
+  ASSERT_EQ(a2.job().job_id(), job_id);
+  req.set_lease_id(a2.lease_id());
+  ASSERT_TRUE(h.workers().CompleteJob(Harness::Ctx().get(), req, &done).ok());
+  std::future<pb::LeaseJobResponse> poll =
+      std::async(std::launch::async, [&] { return h.Lease(worker, 4000); });
+  EXPECT_EQ(poll.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  h.clock().Advance(absl::Seconds(5));  // past the second backoff (at most 4 s)
+  ASSERT_EQ(poll.wait_for(std::chrono::milliseconds(2000)), std::future_status::ready);
+  pb::LeaseJobResponse a3 = poll.get();
+  ASSERT_EQ(a3.job().job_id(), job_id);
+  EXPECT_EQ(a3.job().attempt(), 3);
+
+  // 20 machine failures (10 x max_attempts 2) end the job; attempts far past max_attempts.
+  pb::LeaseJobResponse a = a3;
+  for (int n = 3; n <= 20; ++n) {
+    req.set_lease_id(a.lease_id());
+    ASSERT_TRUE(h.workers().CompleteJob(Harness::Ctx().get(), req, &done).ok());
+    if (n < 20) {
+      ASSERT_EQ(done.job_state(), pb::JOB_STATE_PENDING) << n;
+      h.clock().Advance(absl::Minutes(5));
+      a = h.Lease(worker);
+      ASSERT_EQ(a.job().job_id(), job_id) << n;
+    }
+  }
+  EXPECT_EQ(done.job_state(), pb::JOB_STATE_FAILED);
+  j = h.Job(sid, job_id);
+  EXPECT_EQ(j.attempts(), 20);
+  EXPECT_EQ(j.machine_failures(), 20);
+  EXPECT_FALSE(j.has_not_before());
+  EXPECT_NE(j.failure_reason().find("machine failure on " + worker + " (attempt 20; 20 of 20"),
+            std::string::npos)
+      << j.failure_reason();
+}
+
+// A failed job goes to another live worker that can take it, not back to the one that failed
+// it; when no other can (busy), it may go back.
+TEST(ServiceTest, FailedJobIsNotLeasedBackToItsWorkerWhileAnotherCanTakeIt) {
+  Harness h;
+  const std::string a = h.Register("wk-a");
+  pb::SubmitSweepResponse sub;
+  ASSERT_TRUE(h.Submit(TinySweep({1}), "req-other-worker", &sub).ok());
+  const std::string sid = sub.sweep().sweep_id();
+  pb::LeaseJobResponse a1 = h.Lease(a);
+  const std::string failed_job = a1.job().job_id();
+  pb::CompleteJobResponse done;
+  ASSERT_TRUE(h.Complete(a1, a, pb::JOB_OUTCOME_FAILED, &done, 1, "boom\n").ok());
+  ASSERT_TRUE(done.will_retry());
+  const std::string b = h.Register("wk-b");  // live, one free slot
+  h.clock().Advance(absl::Seconds(3));       // past the first backoff (<= 2 s)
+  pb::LeaseJobResponse next = h.Lease(a);
+  ASSERT_TRUE(next.has_job());
+  EXPECT_NE(next.job().job_id(), failed_job);  // the older job is kept for wk-b
+  pb::LeaseJobResponse on_b = h.Lease(b);
+  EXPECT_EQ(on_b.job().job_id(), failed_job);
+  EXPECT_EQ(on_b.job().attempt(), 2);
+
+  // wk-a fails its job too; wk-b is busy (its heartbeat says 0 free slots): back to wk-a.
+  ASSERT_TRUE(h.Complete(next, a, pb::JOB_OUTCOME_FAILED, &done, 1, "boom\n").ok());
+  h.Heartbeat(b, {on_b.lease_id()});
+  h.clock().Advance(absl::Seconds(3));
+  pb::LeaseJobResponse again = h.Lease(a);
+  EXPECT_EQ(again.job().job_id(), next.job().job_id());
 }
 
 TEST(ServiceTest, StateSurvivesRestartAndLeasesKeepExpiring) {
@@ -844,6 +961,7 @@ TEST(ServiceTest, SucceededOnlyWithEveryResult) {
       << j.failure_reason();
 
   // Attempt 2 is told what is stored; it re-evaluates the rest and finishes with a test NLL.
+  h.clock().Advance(absl::Minutes(5));  // the longest backoff
   pb::LeaseJobResponse a2 = h.Lease(worker);
   ASSERT_EQ(a2.job().job_id(), job_id);
   EXPECT_EQ(a2.job().attempt(), 2);

@@ -1,6 +1,8 @@
 // Exit statuses -> JobOutcome, exit descriptions, and stderr tails.
 #include "worker/daemon/outcome.h"
 
+#include <cerrno>
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -105,6 +107,20 @@ TEST(OutcomeTest, ReadFileTail) {
   EXPECT_LE(tail->size(), 4096u);
   EXPECT_NE(tail->find("noise 99999\nrdattn-train: INVALID_ARGUMENT"), std::string::npos);
   EXPECT_EQ(tail->substr(0, 12), "noise 99961\n");  // exactly the last 40 lines
+}
+
+// Machine failures (docs/worker.md "Start failures"): exit 74 is the machine's fault, and the
+// errnos of a full or failing disk are told apart from the job's problems.
+TEST(OutcomeTest, ExitSeventyFourIsAMachineFailure) {
+  EXPECT_EQ(OutcomeFor({kTrainExitMachineFailed, 0}, StopReason::kNone),
+            pb::JOB_OUTCOME_MACHINE_FAILED);
+  EXPECT_EQ(OutcomeFor({1, 0}, StopReason::kNone), pb::JOB_OUTCOME_FAILED);
+  // A stop order decides first: a rank that exits 74 while preempted is PREEMPTED.
+  EXPECT_EQ(OutcomeFor({kTrainExitMachineFailed, 0}, StopReason::kShutdown),
+            pb::JOB_OUTCOME_PREEMPTED);
+  EXPECT_EQ(OutcomeFor({-1, 9}, StopReason::kNone), pb::JOB_OUTCOME_FAILED);
+  for (int err : {ENOSPC, EDQUOT, EIO, EROFS}) EXPECT_TRUE(IsMachineErrno(err)) << err;
+  for (int err : {0, ENOENT, EACCES, EINVAL, EEXIST}) EXPECT_FALSE(IsMachineErrno(err)) << err;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -66,6 +68,14 @@ Watchdog::Kind WatchKind(pb::MetricEvent::Kind kind) {
     default:
       return Watchdog::Kind::kOther;
   }
+}
+
+// The message names a machine errno (IsMachineErrno) by its strerror() text.
+bool MentionsMachineErrno(std::string_view message) {
+  for (int err : {ENOSPC, EDQUOT, EIO, EROFS, ENODEV, ENXIO, EMFILE, ENFILE, ENOMEM, ESTALE}) {
+    if (message.find(std::strerror(err)) != std::string_view::npos) return true;
+  }
+  return false;
 }
 
 // Where the job's evaluations and checkpoints fall (the trainer's After(): step_actions.cc), for
@@ -141,6 +151,16 @@ bool JobRunner::done() const {
   return done_;
 }
 
+std::string JobRunner::start_failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return start_failure_;
+}
+
+bool JobRunner::started_cleanly() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return started_cleanly_;
+}
+
 void JobRunner::Stop(StopReason reason, std::chrono::milliseconds grace, std::string why) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto kill_at = Clock::now() + std::max(grace, std::chrono::milliseconds(0));
@@ -190,20 +210,30 @@ pb::LeaseProgress JobRunner::Progress() const {
   return p;
 }
 
-Status JobRunner::Prepare(pb::RunSpec* spec) {
+Status JobRunner::Prepare(pb::RunSpec* spec, bool* machine) {
+  *machine = false;
   std::error_code ec;
   fs::create_directories(paths_.dir, ec);
-  if (ec) return InternalError("create " + paths_.dir + ": " + ec.message());
+  if (ec) {
+    *machine = IsMachineErrno(ec.value());
+    return InternalError("create " + paths_.dir + ": " + ec.message());
+  }
   // A lease of the same attempt run here before (a restarted worker): start clean, so that
   // event seqs start at 1 again and the stderr tail is this run's.
   for (const std::string& stale : {paths_.events, paths_.stderr_log, paths_.stdout_log}) {
     fs::remove(stale, ec);
   }
   fs::create_directories(spec->checkpoint().dir(), ec);
-  if (ec) return InternalError("create " + spec->checkpoint().dir() + ": " + ec.message());
+  if (ec) {
+    *machine = IsMachineErrno(ec.value());
+    return InternalError("create " + spec->checkpoint().dir() + ": " + ec.message());
+  }
   const nlohmann::json json = contract::RunSpecToJson(*spec);
   if (json.is_null()) return InvalidArgumentError("the job's RunSpec cannot be written as JSON");
-  return WriteFileAtomically(paths_.job_json, json.dump(2) + "\n");
+  Status written = WriteFileAtomically(paths_.job_json, json.dump(2) + "\n");
+  // WriteFileAtomically's message ends with strerror() of the call that failed.
+  if (!written.ok()) *machine = MentionsMachineErrno(written.message());
+  return written;
 }
 
 ExitStatus JobRunner::Supervise(ChildProcess* child) {
@@ -310,6 +340,19 @@ void JobRunner::Run() {
     request.set_message(message);
     Complete(request);
   };
+  // This machine cannot start the job (docs/worker.md "Start failures"): MACHINE_FAILED, not
+  // counted against the job's max_attempts, and a start failure for the worker's health.
+  auto machine_fail = [&](const std::string& message) {
+    LogWarning(AttemptName(lease_) + ": machine failure: " + message);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      start_failure_ = message;
+    }
+    request.set_outcome(pb::JOB_OUTCOME_MACHINE_FAILED);
+    request.set_exit_code(-1);
+    request.set_message(message);
+    Complete(request);
+  };
 
   pb::RunSpec spec = ResolveRunSpec(lease_, options_);
   if (const std::string& theirs = lease_.resume_checkpoint_path(); !theirs.empty()) {
@@ -323,7 +366,9 @@ void JobRunner::Run() {
                  spec.checkpoint().dir() + " (or from scratch) and reports it");
     }
   }
-  if (Status prepared = Prepare(&spec); !prepared.ok()) {
+  bool machine = false;
+  if (Status prepared = Prepare(&spec, &machine); !prepared.ok()) {
+    if (machine) return machine_fail("cannot prepare the job: " + prepared.ToString());
     return fail("cannot prepare the job: " + prepared.ToString());
   }
   StopReason reason;
@@ -358,7 +403,7 @@ void JobRunner::Run() {
   spawn.stderr_path = paths_.stderr_log;
   spawn.launcher_is_mpirun = launch.world_size > 1;
   StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(spawn);
-  if (!child.ok()) return fail("cannot start the ranks: " + child.status().ToString());
+  if (!child.ok()) return machine_fail("cannot start the ranks: " + child.status().ToString());
   LogInfo(AttemptName(lease_) + ": started pid " + std::to_string((*child)->pid()) + ": " +
           FormatCommandLine(spawn.command));
   if (options_.metrics != nullptr) options_.metrics->JobStarted(job);
@@ -403,6 +448,18 @@ void JobRunner::Run() {
   if (!drained.ok()) message += "; events: " + drained.ToString();
   if (relayed.bad_lines > 0)
     message += "; " + std::to_string(relayed.bad_lines) + " bad event line(s) skipped";
+  {
+    // Exit 74: the trainer could not write (a full disk, an I/O error); a start failure for the
+    // worker's health. A run that ended otherwise on its own was a start that worked.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (outcome == pb::JOB_OUTCOME_MACHINE_FAILED) {
+      message = "machine failure: the trainer exited " + std::to_string(kTrainExitMachineFailed) +
+                " (" + message + ")";
+      start_failure_ = message;
+    } else if (reason == StopReason::kNone) {
+      started_cleanly_ = true;
+    }
+  }
   request.set_outcome(outcome);
   request.set_exit_code(exit.exit_code);
   request.set_term_signal(exit.term_signal);

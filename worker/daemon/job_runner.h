@@ -85,10 +85,17 @@ class JobRunner {
   const std::string& job_id() const { return lease_.job().job_id(); }
   int world_size() const;
   bool done() const;
+  // After done(): why the attempt failed before or right at its start (docs/worker.md "Start
+  // failures": the job folder could not be written with a machine errno, the ranks could not
+  // be spawned, the trainer exited 74); empty when it was no start failure. And whether its
+  // ranks ran and ended without a machine failure (a start that worked).
+  std::string start_failure() const;
+  bool started_cleanly() const;
 
  private:
   void Run();
-  Status Prepare(pb::RunSpec* spec);
+  // `*machine`: the failure is the machine's (a machine errno: IsMachineErrno).
+  Status Prepare(pb::RunSpec* spec, bool* machine);
   // Waits for the launcher to exit, applying stop orders.
   ExitStatus Supervise(ChildProcess* child);
   void Complete(const pb::CompleteJobRequest& request);
@@ -115,6 +122,8 @@ class JobRunner {
   std::optional<Clock::time_point> kill_at_ ABSL_GUARDED_BY(mu_);
   bool ranks_started_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::string start_failure_ ABSL_GUARDED_BY(mu_);  // see start_failure()
+  bool started_cleanly_ ABSL_GUARDED_BY(mu_) = false;
   Clock::time_point last_renewal_ ABSL_GUARDED_BY(mu_);
   uint64_t stored_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::string stalled_ ABSL_GUARDED_BY(mu_);  // the watchdog's reason, once it stopped the ranks

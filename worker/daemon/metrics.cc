@@ -63,6 +63,8 @@ std::string_view OutcomeLabel(pb::JobOutcome outcome) {
       return "cancelled";
     case pb::JOB_OUTCOME_PREEMPTED:
       return "preempted";
+    case pb::JOB_OUTCOME_MACHINE_FAILED:
+      return "machine_failed";
     default:
       return "failed";
   }
@@ -198,6 +200,18 @@ WorkerMetrics::WorkerMetrics(std::chrono::milliseconds retention)
                               "bound)")
                         .Register(*registry_)
                         .Add({})),
+      start_failures_(BuildCounter()
+                          .Name("rdattn_worker_start_failures_total")
+                          .Help("Attempts that failed before or right at their start (the job "
+                                "folder could not be written, ENOSPC/EIO, trainer exit 74)")
+                          .Register(*registry_)
+                          .Add({})),
+      healthy_(BuildGauge()
+                   .Name("rdattn_worker_healthy")
+                   .Help("1 while the worker leases jobs; 0 after --max-start-failures start "
+                         "failures in a row, until its disk probe passes")
+                   .Register(*registry_)
+                   .Add({})),
       heartbeat_failures_(BuildCounter()
                               .Name("rdattn_worker_heartbeat_failures_total")
                               .Help("Heartbeats that failed")
@@ -211,9 +225,11 @@ WorkerMetrics::WorkerMetrics(std::chrono::milliseconds retention)
       slots_free_(local_slots_.Add({{"state", "free"}})),
       slots_busy_(local_slots_.Add({{"state", "busy"}})) {
   // Every outcome from the start, so that increase() sees the first one.
-  for (std::string_view outcome : {"succeeded", "failed", "preempted", "cancelled", "lease_lost"}) {
+  for (std::string_view outcome :
+       {"succeeded", "failed", "preempted", "cancelled", "lease_lost", "machine_failed"}) {
     jobs_finished_.Add({{"outcome", std::string(outcome)}});
   }
+  healthy_.Set(1);
 }
 
 WorkerMetrics::~WorkerMetrics() = default;
@@ -246,6 +262,10 @@ void WorkerMetrics::HeartbeatFailed() { heartbeat_failures_.Increment(); }
 void WorkerMetrics::EventParseError() { event_parse_errors_.Increment(); }
 
 void WorkerMetrics::JobStalled() { jobs_stalled_.Increment(); }
+
+void WorkerMetrics::StartFailure() { start_failures_.Increment(); }
+
+void WorkerMetrics::SetHealthy(bool healthy) { healthy_.Set(healthy ? 1 : 0); }
 
 Gauge* WorkerMetrics::JobGauge(JobSeries& job, Family<Gauge>& family, const Labels& extra) {
   const std::string key = SeriesKey(family, extra);

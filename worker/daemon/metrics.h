@@ -64,6 +64,10 @@ class WorkerMetrics {
   void EventParseError();
   // The progress watchdog stopped a job that made no progress (docs/operations.md).
   void JobStalled();
+  // Start failures (docs/worker.md "Start failures"): rdattn_worker_start_failures_total and
+  // rdattn_worker_healthy (1 while the worker leases, 0 while it probes after N in a row).
+  void StartFailure();
+  void SetHealthy(bool healthy);
 
   // --- per job (by job id; labels from the JobSpec)
   // The job's ranks start: creates its series, rdattn_job_running = 1, the budget gauge. A job
@@ -122,6 +126,8 @@ class WorkerMetrics {
   prometheus::Counter& events_relayed_;
   prometheus::Counter& event_parse_errors_;
   prometheus::Counter& jobs_stalled_;
+  prometheus::Counter& start_failures_;
+  prometheus::Gauge& healthy_;
   prometheus::Counter& heartbeat_failures_;
   prometheus::Gauge& last_heartbeat_;
   prometheus::Gauge& slots_free_;

@@ -56,7 +56,27 @@ pb::JobOutcome OutcomeFor(const ExitStatus& exit, StopReason reason) {
   }
   if (exit.exit_code == kTrainExitPreempted && exit.term_signal == 0)
     return pb::JOB_OUTCOME_PREEMPTED;
+  if (exit.exit_code == kTrainExitMachineFailed && exit.term_signal == 0)
+    return pb::JOB_OUTCOME_MACHINE_FAILED;
   return pb::JOB_OUTCOME_FAILED;
+}
+
+bool IsMachineErrno(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EIO:
+    case EROFS:
+    case ENODEV:
+    case ENXIO:
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case ESTALE:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string DescribeExit(const ExitStatus& exit) {

@@ -6,6 +6,7 @@
 //   stopped by the worker's own shutdown or
 //   by an expired lease (not exit 0)         -> PREEMPTED
 //   exit 75 (checkpointed on SIGTERM)        -> PREEMPTED
+//   exit 74 (the machine failed: ENOSPC, EIO) -> MACHINE_FAILED
 //   anything else (exit code or signal)      -> FAILED
 #pragma once
 
@@ -23,6 +24,14 @@ inline constexpr int kTrainExitOk = 0;
 inline constexpr int kTrainExitFailure = 1;
 inline constexpr int kTrainExitUsage = 2;
 inline constexpr int kTrainExitPreempted = 75;
+// The machine failed, not the job (a full disk, an I/O error writing a checkpoint or an event
+// file): the worker reports JOB_OUTCOME_MACHINE_FAILED (docs/worker.md "Start failures").
+inline constexpr int kTrainExitMachineFailed = 74;
+
+// An errno that says the machine cannot run jobs now (its disk is full, read-only or failing),
+// as opposed to a problem of the job: ENOSPC, EDQUOT, EIO, EROFS, ENODEV, ENXIO, EMFILE,
+// ENFILE, ENOMEM, ESTALE.
+bool IsMachineErrno(int err);
 
 // How a process ended, in CompleteJobRequest's terms.
 struct ExitStatus {

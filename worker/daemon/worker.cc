@@ -1,9 +1,12 @@
 // The worker daemon's loops: register, lease, heartbeat, shutdown (see worker.h).
 #include "worker/daemon/worker.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -33,6 +36,32 @@ bool IsConfigError(StatusCode code) {
 }
 
 }  // namespace
+
+Status ProbeWritable(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return UnavailableError("probe: create " + dir + ": " + ec.message());
+  const std::string path = JoinPath(dir, ".rdattn-probe-" + std::to_string(::getpid()) + ".tmp");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return UnavailableError("probe: create " + path + ": " + std::strerror(errno));
+  const std::string block(4096, 'p');
+  std::string error;
+  size_t done = 0;
+  while (done < block.size() && error.empty()) {
+    const ssize_t w = ::write(fd, block.data() + done, block.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      error = "write " + path + ": " + std::strerror(w < 0 ? errno : EIO);
+    else
+      done += static_cast<size_t>(w);
+  }
+  if (error.empty() && ::fsync(fd) != 0) error = "fsync " + path + ": " + std::strerror(errno);
+  if (::close(fd) != 0 && error.empty()) error = "close " + path + ": " + std::strerror(errno);
+  if (::unlink(path.c_str()) != 0 && error.empty())
+    error = "remove " + path + ": " + std::strerror(errno);
+  if (!error.empty()) return UnavailableError("probe: " + error);
+  return Status::Ok();
+}
 
 Worker::Worker(WorkerOptions options, std::unique_ptr<CoordinatorClient> client)
     : options_(std::move(options)), client_(std::move(client)) {
@@ -121,6 +150,37 @@ Status Worker::Register() {
   }
 }
 
+bool Worker::Unhealthy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unhealthy_;
+}
+
+bool Worker::ProbeUntilHealthy() {
+  auto delay = std::max(options_.health_probe_min, std::chrono::milliseconds(1));
+  for (int probes = 1;; ++probes) {
+    if (!SleepFor(delay)) return false;
+    Status probe = ProbeWritable(options_.workdir);
+    if (probe.ok() && !options_.checkpoint_root.empty())
+      probe = ProbeWritable(options_.checkpoint_root);
+    if (probe.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      unhealthy_ = false;
+      start_failures_in_row_ = 0;
+      if (options_.metrics != nullptr) options_.metrics->SetHealthy(true);
+      LogInfo("healthy again: the disk probe of " + options_.workdir +
+              (options_.checkpoint_root.empty() ? "" : " and " + options_.checkpoint_root) +
+              " passed (probe " + std::to_string(probes) + "); leasing jobs again");
+      return true;
+    }
+    if (probes == 1 || probes % 10 == 0) {
+      LogWarning("still unhealthy: " + probe.ToString() + " (probe " + std::to_string(probes) +
+                 "; next in " +
+                 std::to_string(std::min(delay * 2, options_.health_probe_max).count()) + " ms)");
+    }
+    delay = std::min(delay * 2, std::max(options_.health_probe_max, options_.health_probe_min));
+  }
+}
+
 bool Worker::SleepFor(std::chrono::milliseconds d) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, d, [&] { return shutdown_; });
@@ -147,6 +207,24 @@ int Worker::ReapFinished() {
         continue;
       }
       for (int s : it->second.slots) slot_used_[static_cast<size_t>(s)] = false;
+      // Start failures in a row make the worker unhealthy (docs/worker.md "Start failures").
+      const JobRunner& runner = *it->second.runner;
+      if (const std::string failure = runner.start_failure(); !failure.empty()) {
+        ++start_failures_in_row_;
+        if (options_.metrics != nullptr) options_.metrics->StartFailure();
+        if (!unhealthy_ && options_.max_start_failures > 0 &&
+            start_failures_in_row_ >= options_.max_start_failures) {
+          unhealthy_ = true;
+          if (options_.metrics != nullptr) options_.metrics->SetHealthy(false);
+          LogError("unhealthy: " + std::to_string(start_failures_in_row_) +
+                   " start failures in a row (the last: " + runner.job_id() + ": " + failure +
+                   "); no more leases until a disk probe of " + options_.workdir +
+                   (options_.checkpoint_root.empty() ? "" : " and " + options_.checkpoint_root) +
+                   " passes");
+        }
+      } else if (runner.started_cleanly()) {
+        start_failures_in_row_ = 0;
+      }
       finished.push_back(std::move(it->second.runner));
       it = jobs_.erase(it);
     }
@@ -192,6 +270,10 @@ void Worker::LeaseLoop() {
   int failures = 0;
   while (true) {
     ReapFinished();
+    if (Unhealthy()) {
+      if (!ProbeUntilHealthy()) return;
+      continue;
+    }
     int free_slots = 0;
     bool any_jobs = false;
     bool reregister = false;
@@ -355,7 +437,8 @@ void Worker::HeartbeatOnce() {
     for (const auto& [lease_id, running] : jobs_) {
       if (!running.runner->done()) *request.add_leases() = running.runner->Progress();
     }
-    request.set_free_slots(FreeSlots());
+    // An unhealthy worker takes no job: the scheduler must not count on it (not-same-worker).
+    request.set_free_slots(unhealthy_ ? 0 : FreeSlots());
   }
   const auto sent_at = Clock::now();
   // A heartbeat that hangs (a coordinator host gone, a connect that never completes) must not

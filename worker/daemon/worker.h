@@ -49,12 +49,24 @@ struct WorkerOptions {
   // their events are kept for resending, for up to this long; then they checkpoint and stop.
   // Reports (CompleteJob) are retried as long.
   std::chrono::milliseconds unreachable_grace{30 * 60 * 1000};
+  // Start failures (docs/worker.md "Start failures"): after this many attempts in a row that
+  // failed before or right at their start, the worker stops leasing and reports 0 free slots
+  // until a probe (a small file created, fsynced and removed in the workdir and the checkpoint
+  // root) passes; probes back off from health_probe_min to health_probe_max. 0: never.
+  int max_start_failures = 3;
+  std::chrono::milliseconds health_probe_min{1000};
+  std::chrono::milliseconds health_probe_max{60000};
   // The progress watchdog of every job (watchdog.h; docs/operations.md "Progress watchdog").
   WatchdogOptions watchdog;
   // Optional (null: no metrics); outlives the worker. The worker feeds it (identity, slots,
   // heartbeats, its jobs) and purges finished jobs' series from the heartbeat loop.
   WorkerMetrics* metrics = nullptr;
 };
+
+// Creates, writes, fsyncs and removes a small file in `dir`: OK when the folder can take a
+// job's files now; else the error names the path and the reason (e.g. "No space left on
+// device").
+Status ProbeWritable(const std::string& dir);
 
 class Worker {
  public:
@@ -88,6 +100,9 @@ class Worker {
   void UpdateSlotMetrics() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sleeps up to `d`, or until shutdown / a job ends. Returns false on shutdown.
   bool SleepFor(std::chrono::milliseconds d);
+  bool Unhealthy() const;
+  // Probes the disks with backoff until they pass (true) or the worker shuts down (false).
+  bool ProbeUntilHealthy();
   std::string worker_id() const;
 
   const WorkerOptions options_;
@@ -110,6 +125,8 @@ class Worker {
   std::vector<bool> slot_used_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Running> jobs_ ABSL_GUARDED_BY(mu_);  // by lease id
   int jobs_started_ ABSL_GUARDED_BY(mu_) = 0;
+  int start_failures_in_row_ ABSL_GUARDED_BY(mu_) = 0;
+  bool unhealthy_ ABSL_GUARDED_BY(mu_) = false;  // no leases, 0 free slots told; probing
 
   std::thread heartbeat_thread_;
 };

@@ -67,6 +67,9 @@ struct Flags {
   double cancel_grace = 10;
   double unreachable_grace = 1800;
   double event_poll = 0.2;
+  int max_start_failures = 3;
+  double health_probe_min = 1;
+  double health_probe_max = 60;
   double stall_floor = 600;
   double stall_factor = 20;
   double stall_startup = 1800;
@@ -113,6 +116,15 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "seconds a job's ranks keep running while the coordinator cannot be reached "
                  "(then they checkpoint and stop; > 0)");
   app.add_option("--event-poll", f.event_poll, "seconds between reads of a job's events.jsonl");
+  app.add_option("--max-start-failures", f.max_start_failures,
+                 "after this many attempts in a row that failed at their start (job folder not "
+                 "writable, ENOSPC/EIO, trainer exit 74) the worker stops leasing until a disk "
+                 "probe passes (>= 0; 0: never)");
+  app.add_option("--health-probe-seconds", f.health_probe_min,
+                 "first wait before an unhealthy worker probes its disks; doubles after each "
+                 "failed probe (> 0)");
+  app.add_option("--health-probe-max-seconds", f.health_probe_max,
+                 "longest wait between disk probes (>= --health-probe-seconds)");
   app.add_option("--stall-floor-seconds", f.stall_floor,
                  "progress watchdog: a job with no event for max(this, --stall-factor x its "
                  "slowest recent step) seconds is killed and retried as 'stalled' (0: no "
@@ -290,6 +302,14 @@ int main(int argc, char** argv) {
   }
   options.unreachable_grace = Seconds(flags.unreachable_grace);
   options.event_poll_interval = Seconds(std::max(0.01, flags.event_poll));
+  if (flags.max_start_failures < 0) return usage("--max-start-failures: must be >= 0");
+  if (!(std::isfinite(flags.health_probe_min) && flags.health_probe_min > 0))
+    return usage("--health-probe-seconds: must be > 0");
+  if (!(std::isfinite(flags.health_probe_max) && flags.health_probe_max >= flags.health_probe_min))
+    return usage("--health-probe-max-seconds: must be >= --health-probe-seconds");
+  options.max_start_failures = flags.max_start_failures;
+  options.health_probe_min = Seconds(flags.health_probe_min);
+  options.health_probe_max = Seconds(flags.health_probe_max);
   for (const auto& [name, value] : {std::pair{"--stall-floor-seconds", flags.stall_floor},
                                     std::pair{"--stall-factor", flags.stall_factor},
                                     std::pair{"--stall-startup-seconds", flags.stall_startup}}) {
