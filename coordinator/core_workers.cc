@@ -2,6 +2,7 @@
 // progress events, completion, and lease expiry.
 
 #include <algorithm>
+#include <cstddef>
 #include <set>
 #include <utility>
 
@@ -131,10 +132,26 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     offer.worker_id = worker.id;
     offer.free_slots = free_slots;
     offer.kind = worker.kind;
-    std::optional<size_t> pick = PickJob(pending, offer, cluster);
-    if (!pick) {
-      *backoff_end_us = NextBackoffEnd(pending, now);
-      return Status::Ok();
+    std::optional<size_t> pick;
+    std::vector<int64_t> stored;
+    while (true) {
+      pick = PickJob(pending, offer, cluster);
+      if (!pick) {
+        *backoff_end_us = NextBackoffEnd(pending, now);
+        return Status::Ok();
+      }
+      // A job whose stored results fail their checksums is not leased (a rerun would be
+      // told to skip milestones it cannot trust), and it must not stop every other job behind
+      // it: it stays PENDING, GetSweep names the damage, the next pick goes on.
+      StatusOr<std::vector<int64_t>> milestones = StoredEvalMilestones(pending[*pick].job_id);
+      if (milestones.ok()) {
+        stored = std::move(*milestones);
+        break;
+      }
+      if (milestones.status().code() != StatusCode::kDataLoss) return milestones.status();
+      RDATTN_LOG(kError) << "job " << pending[*pick].job_id
+                         << " is not leased: " << milestones.status().message();
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(*pick));
     }
     RDATTN_ASSIGN_OR_RETURN(JobRow job, store_->GetJob(pending[*pick].job_id));
     EventContext ctx;
@@ -147,7 +164,6 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     resp.set_lease_id(job.lease_id);
     SetTimestamp(job.lease_expiry_us, resp.mutable_lease_expire_time());
     resp.set_resume_checkpoint_path(job.last_checkpoint);
-    RDATTN_ASSIGN_OR_RETURN(std::vector<int64_t> stored, StoredEvalMilestones(job.id));
     for (int64_t m : stored) resp.add_stored_eval_milestones(m);
     out = std::move(resp);
     return Status::Ok();

@@ -1045,6 +1045,51 @@ TEST(ServiceTest, AuthCodesRolesAndOwnership) {
 
 // --- issue 24: verified results and the store epoch ---------------------------------------------
 
+// A job whose stored EVAL event fails its checksum is not leased, and it does not stop the jobs
+// behind it: LeaseJob answers OK and hands out the next job (it failed every LeaseJob with
+// DATA_LOSS before, which stopped all scheduling).
+TEST(ServiceTest, AJobWithDamagedResultsDoesNotStopLeasing) {
+  testing::TempDir dir;
+  const std::string db = dir.File("damaged-event.db");
+  std::string damaged;
+  {
+    Harness h({}, db);
+    const std::string worker = h.Register();
+    pb::SubmitSweepResponse sub;
+    ASSERT_TRUE(h.Submit(TinySweep({1}), "req-damaged", &sub).ok());
+    pb::LeaseJobResponse lease = h.Lease(worker);
+    damaged = lease.job().job_id();
+    pb::ReportProgressResponse rr;
+    ASSERT_TRUE(h.Report(lease.lease_id(), {Eval(1, 512, 3.25)}, &rr).ok());
+    pb::CompleteJobResponse done;  // preempted: PENDING again at once, no backoff
+    ASSERT_TRUE(h.Complete(lease, worker, pb::JOB_OUTCOME_PREEMPTED, &done).ok());
+    ASSERT_EQ(done.job_state(), pb::JOB_STATE_PENDING);
+  }
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(raw,
+                                 "UPDATE events SET time_us = time_us + 1 WHERE job_id = ?1 AND "
+                                 "metric_kind = 3",
+                                 -1, &st, nullptr),
+              SQLITE_OK);
+    sqlite3_bind_text(st, 1, damaged.c_str(), -1, SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    ASSERT_EQ(sqlite3_changes(raw), 1);
+    sqlite3_close(raw);
+  }
+  Harness h({}, db);
+  const std::string worker = h.Register();
+  pb::LeaseJobResponse next = h.Lease(worker);  // EXPECTs an OK answer
+  ASSERT_FALSE(next.lease_id().empty());
+  EXPECT_NE(next.job().job_id(), damaged);
+  const std::string other = h.Register("wk-other");
+  pb::LeaseJobResponse none = h.Lease(other);
+  EXPECT_TRUE(none.lease_id().empty()) << "the damaged job was leased: " << none.job().job_id();
+}
+
 // Every event carries the store's epoch; a watch resuming with another epoch is told to restart
 // from 0 (FAILED_PRECONDITION) instead of silently reading renumbered events. A val NLL flipped
 // in the file is DATA_LOSS naming the job and the field, never the number, in GetSweep,
