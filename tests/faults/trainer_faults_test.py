@@ -228,9 +228,27 @@ def scenario_events_full(env):
     check(re.search(r"--events /dev/full: .*No space left on device", p.stderr),
           "stderr names the events file and 'No space left on device'")
     ck = os.path.join(env.tmp, "evfull", "ckpt")
-    steps = sorted(os.listdir(ck)) if os.path.isdir(ck) else []
-    check(not [n for n in steps if n.startswith("ckpt_step_")],
-          "it stopped at the first event it could not write, before any checkpoint (%s)" % steps)
+    steps = sorted(n for n in os.listdir(ck) if n.startswith("ckpt_step_")) if os.path.isdir(ck) else []
+    check(steps == ["ckpt_step_00000001.pt"],
+          "it stopped at the end of the step whose event it could not write, after a checkpoint, as "
+          "on SIGTERM (%s)" % steps)
+    # Two ranks: rank 0 votes to stop, every rank stops and exits 74 (rank 0 alone leaving would
+    # leave the others waiting in a collective and itself in MPI_Finalize).
+    mpirun = shutil.which("mpirun")
+    check(mpirun is not None, "mpirun is on PATH (%s)" % mpirun)
+    job2 = env.job("evfull2", os.path.join(env.tmp, "evfull2", "ckpt"), world=2)
+    mpi_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="self,vader",
+                   OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_plm="isolated")
+    t0 = time.time()
+    try:
+        p = subprocess.run([mpirun, "-np", "2", "--oversubscribe"] + env.cmd(job2, "/dev/full"),
+                           capture_output=True, text=True, timeout=120, env=mpi_env)
+        code, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired as e:
+        code, err = "a hang (killed after 120 s)", (e.stderr or b"").decode(errors="replace")
+    check(code == 74 and "No space left on device" in err,
+          "2 ranks under mpirun: exit 74 in %.1f s (got %s)" % (time.time() - t0, code))
 
 
 def scenario_checkpoint_readonly(env):

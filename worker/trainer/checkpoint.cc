@@ -194,7 +194,14 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
                             "; the temporary file is removed");
   };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_failure("cannot create the checkpoint file", errno);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string why = path + ": the checkpoint of step " + std::to_string(meta.step) +
+                            " was not written (cannot create " + tmp + "): " + std::strerror(err);
+    // A full, read-only or failing disk is the machine's; anything else (EACCES) the setup's.
+    return IsMachineErrno(err) ? UnavailableError(why)
+                               : InvalidArgumentError("checkpoint.dir " + why);
+  }
   // LibTorch streams the archive through this writer, which always reports the whole chunk as
   // written: a short count makes LibTorch 1.13's stream writer throw, and throw again from its
   // destructor (std::terminate). The first error is kept and reported below instead.
@@ -249,9 +256,13 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
       return st;
     }
   }
+  // A directory that cannot be synced may lose the new name on a power loss: the new file goes
+  // too, so that the previous checkpoint is the one to resume from, as the error says.
   if (Status st = FsyncPath(dir, true); !st.ok()) {
-    return UnavailableError(st.message() +
-                            " (the checkpoint may not survive a power loss; not relied upon)");
+    ::unlink(path.c_str());
+    return UnavailableError(path + ": the checkpoint of step " + std::to_string(meta.step) +
+                            " was removed again: " + st.message() +
+                            " (its name might not survive a power loss)");
   }
   // keep_last: among the files of this attempt and older ones (a newer attempt's are never
   // touched), the newest `keep` steps stay, the milestones' too; an older attempt's file of the

@@ -258,8 +258,14 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
     // The stop vote (SIGTERM, --stop-after-steps) with the mean loss; rank 0 also looks at the
     // fence: a newer attempt has claimed the checkpoint directory.
     ++steps_here;
+    // Rank 0's events file cannot be written (ENOSPC on its path): the machine's failure. Rank 0
+    // votes to stop, so that every rank stops at this step (a checkpoint first, as on SIGTERM);
+    // then they agree on why (below). Rank 0 alone must not leave: the others would wait in the
+    // next collective and rank 0 in MPI_Finalize.
+    const bool events_failed = events != nullptr && !events->status().ok();
     const bool stop_local = (opts.stop_requested != nullptr && opts.stop_requested->load()) ||
-                            (opts.stop_after_steps > 0 && steps_here >= opts.stop_after_steps);
+                            (opts.stop_after_steps > 0 && steps_here >= opts.stop_after_steps) ||
+                            events_failed;
     const int64_t completed = step + 1;
     RDATTN_ASSIGN_OR_RETURN(
         const StopVote stop_vote,
@@ -305,14 +311,15 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
       RDATTN_RETURN_IF_ERROR(a.kind == StepAction::Kind::kEvaluate
                                  ? evaluate(model, completed, a.milestone_tokens)
                                  : write_checkpoint(completed));
-    // Rank 0's events file cannot be written (ENOSPC on its path): the machine's failure. Rank 0
-    // stops; under mpirun the other ranks go with it.
-    if (events != nullptr && !events->status().ok()) {
-      if (opts.machine_failure != nullptr) *opts.machine_failure = true;
-      return events->status();
-    }
     if (next.then == AfterStep::kFinish) break;
-    if (next.then == AfterStep::kPreempt) return TrainOutcome::kPreempted;
+    if (next.then == AfterStep::kPreempt) {
+      const bool lost = events != nullptr && !events->status().ok();
+      RDATTN_ASSIGN_OR_RETURN(const int agreed, AgreeOnFailure(comm, lost ? 2 : 0));
+      if (agreed == 0) return TrainOutcome::kPreempted;
+      if (opts.machine_failure != nullptr) *opts.machine_failure = true;
+      return rank == 0 ? events->status()
+                       : UnavailableError("rank 0's events file cannot be written");
+    }
     t_read = Clock::now();
   }
 
