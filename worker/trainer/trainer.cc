@@ -21,20 +21,20 @@
 #include "common/cpu_features.h"  // provides: BlasCore
 #include "common/log.h"
 #include "model/gpt.h"
-#include "worker/comm/buckets.h"          // provides: BroadcastAndVerify, GradientBuckets
-#include "worker/data/shard.h"            // provides: data::Shard
-#include "worker/trainer/checkpoint.h"    // provides: CheckpointMeta, Save/LoadCheckpoint
+#include "worker/comm/buckets.h"           // provides: BroadcastAndVerify, GradientBuckets
+#include "worker/data/shard.h"             // provides: data::Shard
+#include "worker/trainer/checkpoint.h"     // provides: CheckpointMeta, Save/LoadCheckpoint
 #include "worker/trainer/data_identity.h"  // provides: WithShardDigests, AllShards
-#include "worker/trainer/evaluate.h"      // provides: Evaluate, DepthJson
-#include "worker/trainer/fence.h"         // provides: AttemptFence
-#include "worker/trainer/lr_schedule.h"   // provides: LearningRate
-#include "worker/trainer/model_file.h"    // provides: LoadRunCheckpoint
-#include "worker/trainer/optimizer.h"     // provides: AdamW
-#include "worker/trainer/resume.h"        // provides: PlanResume
-#include "worker/trainer/runtime.h"       // provides: Runtime, AutocastGuard, MakeBatch
-#include "worker/trainer/sampler.h"       // provides: Sampler, WindowIndex, OpenShards
-#include "worker/trainer/step_actions.h"  // provides: After
-#include "worker/trainer/train_step.h"    // provides: MicroBatches, ForwardBackward, StepVoter…
+#include "worker/trainer/evaluate.h"       // provides: Evaluate, DepthJson
+#include "worker/trainer/fence.h"          // provides: AttemptFence
+#include "worker/trainer/lr_schedule.h"    // provides: LearningRate
+#include "worker/trainer/model_file.h"     // provides: LoadRunCheckpoint
+#include "worker/trainer/optimizer.h"      // provides: AdamW
+#include "worker/trainer/resume.h"         // provides: PlanResume
+#include "worker/trainer/runtime.h"        // provides: Runtime, AutocastGuard, MakeBatch
+#include "worker/trainer/sampler.h"        // provides: Sampler, WindowIndex, OpenShards
+#include "worker/trainer/step_actions.h"   // provides: After
+#include "worker/trainer/train_step.h"     // provides: MicroBatches, ForwardBackward, StepVoter…
 
 namespace rdattn::trainer {
 namespace {
@@ -146,15 +146,16 @@ StatusOr<TrainOutcome> TrainImpl(const RunConfig& cfg, comm::Communicator& comm,
                        .blas_core = rt.cuda ? std::string() : cpu::BlasCore()};
   int64_t param_count = 0;
   for (const auto& p : params) param_count += p.numel();
-  emit("INIT", WithShardDigests(InitEvent(where, {.step = start_step,
-                                 .tokens = start_step * s.global_batch_tokens,
-                                 .param_count = param_count,
-                                 .flops_per_token = flops.training(),
-                                 .peak_flops_per_second = peak,
-                                 .init_param_checksum = meta.init_checksum,
-                                 .data_order_checksum = Hex64(DataOrderChecksum(
-                                     sampler, cfg.data.data_seed, s.total_steps))}),
-                                shard_digests));
+  emit("INIT",
+       WithShardDigests(InitEvent(where, {.step = start_step,
+                                          .tokens = start_step * s.global_batch_tokens,
+                                          .param_count = param_count,
+                                          .flops_per_token = flops.training(),
+                                          .peak_flops_per_second = peak,
+                                          .init_param_checksum = meta.init_checksum,
+                                          .data_order_checksum = Hex64(DataOrderChecksum(
+                                              sampler, cfg.data.data_seed, s.total_steps))}),
+                        shard_digests));
   for (const std::string& w : warnings) emit("WARNING", WarningEvent(start_step, w));
 
   // --- The two things a step's actions do: write a checkpoint (rank 0; every rank learns
