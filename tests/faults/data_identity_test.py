@@ -21,17 +21,14 @@ heartbeat 1 s; a tiny 60-step block-vs-rd sweep with milestones at steps 20/40/6
                         the manifest's digests; a shard rewritten in place fails the run at start
                         with an error naming the shard, the manifest and both digests.
 """
-import argparse
 import os
-import shutil
 import signal
 import struct
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from faults_test import Cluster, MILESTONES, corpus, ranks_under, sweep_yaml, wait_ranks_gone  # noqa: E402
+from faults_test import MILESTONES, corpus, ranks_under, run, sweep_yaml, wait_ranks_gone  # noqa: E402
 from itest import check  # noqa: E402
 
 SHARD = "f_train_000000.bin"
@@ -264,25 +261,6 @@ def scenario_manifest_mismatch(c):
           "the error names the config field, the shard, the manifest and its digest: %s" % err.strip()[-400:])
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="build dir with the binaries")
-    ap.add_argument("--pystubs", required=True, help="folder with the generated Python gRPC stubs")
-    ap.add_argument("--scenario", required=True, choices=["shard_rewrite", "shard_rewrite_resume", "manifest_mismatch"])
-    args = ap.parse_args()
-    c = Cluster(args, args.scenario)
-    t0 = time.time()
-    ok = False
-    try:
-        globals()["scenario_" + args.scenario](c)
-        ok = True
-    finally:
-        c.stop_all()
-        if not ok:
-            c.dump_logs()
-    print("scenario %s passed in %.1f s" % (args.scenario, time.time() - t0))
-    shutil.rmtree(c.tmp, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    main()
+    run({"shard_rewrite": scenario_shard_rewrite, "shard_rewrite_resume": scenario_shard_rewrite_resume,
+         "manifest_mismatch": scenario_manifest_mismatch})

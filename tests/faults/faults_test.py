@@ -136,6 +136,7 @@ class Cluster:
         self.addr = None
         self.workers = {}
         self.logs = []
+        self.cleanups = []  # run by run() after every process stopped (e.g. umount)
 
     def _start(self, cmd, log_name, capture_stdout=False):
         log_path = os.path.join(self.tmp, log_name)
@@ -486,25 +487,31 @@ def scenario_crash_loop(c):
     c.check_results_equal_baseline(done, events, jobs={first})
 
 
-def main():
+def run(scenarios):
+    """The main of every faults script: --bin, --pystubs and --scenario (a key of `scenarios`),
+    then scenarios[name](cluster) on a fresh Cluster; every process is stopped and the
+    cluster's cleanups run (in reverse order) whatever happens, the logs are dumped on failure
+    and the temporary folder is removed on success."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="build dir with the binaries")
     ap.add_argument("--pystubs", required=True, help="folder with the generated Python gRPC stubs")
-    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--scenario", required=True, choices=sorted(scenarios))
     args = ap.parse_args()
     c = Cluster(args, args.scenario)
     t0 = time.time()
     ok = False
     try:
-        globals()["scenario_" + args.scenario](c)
+        scenarios[args.scenario](c)
         ok = True
     finally:
         c.stop_all()
         if not ok:
             c.dump_logs()
+        for fn in reversed(c.cleanups):
+            fn()
     print("scenario %s passed in %.1f s" % (args.scenario, time.time() - t0))
     shutil.rmtree(c.tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    run({name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")})

@@ -13,17 +13,15 @@
 Needs root (mount -t tmpfs); the tmpfs is unmounted in a finally. Uses the Cluster harness of
 faults_test.py (real coordinator, workers and rdattn-train, lease 6 s, heartbeat 1 s).
 """
-import argparse
 import errno
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from faults_test import Cluster, sweep_yaml  # noqa: E402
+from faults_test import run, sweep_yaml  # noqa: E402
 from itest import check  # noqa: E402
 
 BACKOFF_BASE_S = 2.0  # the coordinator's default --retry-backoff-base-seconds
@@ -143,33 +141,18 @@ def scenario_full_disk(c, mnt):
     c.check_results_equal_baseline(done, c.events(sid))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="build dir with the binaries")
-    ap.add_argument("--pystubs", required=True, help="folder with the generated Python gRPC stubs")
-    ap.add_argument("--scenario", required=True, choices=["full_disk"])
-    args = ap.parse_args()
-    check(os.geteuid() == 0, "this test mounts a tmpfs: it needs root")
-    c = Cluster(args, args.scenario)
-    mnt = os.path.join(c.tmp, "w-full")
-    os.makedirs(mnt)
-    t0 = time.time()
-    ok = False
-    mounted = False
-    try:
+def with_full_tmpfs(scenario):
+    """scenario(c, mnt) with a 4 MiB tmpfs mounted at <tmp>/w-full, unmounted after every
+    process stopped."""
+    def go(c):
+        check(os.geteuid() == 0, "this test mounts a tmpfs: it needs root")
+        mnt = os.path.join(c.tmp, "w-full")
+        os.makedirs(mnt)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt], check=True)
-        mounted = True
-        globals()["scenario_" + args.scenario](c, mnt)
-        ok = True
-    finally:
-        c.stop_all()
-        if not ok:
-            c.dump_logs()
-        if mounted:
-            subprocess.run(["umount", mnt], check=False)
-    print("scenario %s passed in %.1f s" % (args.scenario, time.time() - t0))
-    shutil.rmtree(c.tmp, ignore_errors=True)
+        c.cleanups.append(lambda: subprocess.run(["umount", mnt], check=False))
+        scenario(c, mnt)
+    return go
 
 
 if __name__ == "__main__":
-    main()
+    run({"full_disk": with_full_tmpfs(scenario_full_disk)})

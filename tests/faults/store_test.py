@@ -16,7 +16,6 @@ results and the store epoch" and "One coordinator per store").
 
 Run against /work/baseline-bin (before issue 24) each of them fails on the missing behaviour.
 """
-import argparse
 import os
 import re
 import signal
@@ -29,7 +28,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from faults_test import Cluster, sweep_yaml  # noqa: E402
+from faults_test import run, sweep_yaml  # noqa: E402
 from itest import check  # noqa: E402
 
 
@@ -264,24 +263,5 @@ SCENARIOS = {"bitflip": scenario_bitflip, "wal_damage": scenario_wal_damage,
              "second_coordinator": scenario_second_coordinator}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--pystubs", required=True)
-    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    args = ap.parse_args()
-    c = Cluster(args, "store-" + args.scenario)
-    ok = False
-    try:
-        SCENARIOS[args.scenario](c)
-        ok = True
-        print("PASS %s" % args.scenario)
-    finally:
-        c.stop_all()
-        if not ok:
-            c.dump_logs()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    run(SCENARIOS)

@@ -14,11 +14,9 @@ Against binaries without the watchdog (no --stall-* flags), the workers start wi
 flags and the frozen rank is still alive, its lease renewed, after the whole wait: the test fails.
 Prints the measured detection time.
 """
-import argparse
 import datetime
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +25,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from faults_test import Cluster, STEPS, alive, check, job_of_worker, ranks_under, sweep_yaml  # noqa: E402
+from faults_test import STEPS, alive, check, job_of_worker, ranks_under, run, sweep_yaml  # noqa: E402
 
 FLOOR_S = 8.0
 FACTOR = 10
@@ -145,25 +143,5 @@ def scenario_stalled(c):
     c.check_results_equal_baseline(done, events)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="build dir with the binaries")
-    ap.add_argument("--pystubs", required=True, help="folder with the generated Python gRPC stubs")
-    ap.add_argument("--scenario", required=True, choices=["stalled"])
-    args = ap.parse_args()
-    c = Cluster(args, args.scenario)
-    t0 = time.time()
-    ok = False
-    try:
-        globals()["scenario_" + args.scenario](c)
-        ok = True
-    finally:
-        c.stop_all()
-        if not ok:
-            c.dump_logs()
-    print("scenario %s passed in %.1f s" % (args.scenario, time.time() - t0))
-    shutil.rmtree(c.tmp, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    main()
+    run({"stalled": scenario_stalled})
