@@ -535,7 +535,7 @@ Status Store::InitEpoch(const StoreOptions& options) {
   const uint64_t bits = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
-  const std::string previous = epoch;
+  const std::string& previous = epoch;
   epoch_ = hex;
   for (const auto& [key, value] :
        {std::pair<std::string, std::string>{"store_epoch", epoch_}, {"epoch_reason", reason}}) {
