@@ -88,11 +88,14 @@ case "$mode" in
     [ "$only_build" = 1 ] && exit 0
     train=build-debian13-cuda/worker/trainer/rdattn-train
     step "what rdattn-train links"
-    ldd "$train" | grep -E "libnccl|libtorch_cuda|libc10_cuda|libcudart"
+    # ldd's output is read whole before grep looks at it: `ldd | grep -q` under pipefail fails
+    # when grep stops at its first match while ldd still writes (SIGPIPE), a false "not linked".
+    links=$(ldd "$train")
+    grep -E "libnccl|libtorch_cuda|libc10_cuda|libcudart" <<<"$links"
     for lib in libnccl libtorch_cuda libc10_cuda; do
-      ldd "$train" | grep -q "$lib" || { echo "debian13 cuda: rdattn-train does not link $lib" >&2; exit 1; }
+      grep -q "$lib" <<<"$links" || { echo "debian13 cuda: rdattn-train does not link $lib" >&2; exit 1; }
     done
-    ldd build-debian13-cuda/worker/rdattn-gpu-info | grep -q libnccl \
+    grep -q libnccl <<<"$(ldd build-debian13-cuda/worker/rdattn-gpu-info)" \
       || { echo "debian13 cuda: rdattn-gpu-info does not link NCCL" >&2; exit 1; }
     step "rdattn-train --help"
     "$train" --help | head -n 3
