@@ -137,30 +137,6 @@ std::string_view JobEventName(JobEvent event) {
   return "?";
 }
 
-std::string_view JobActionName(JobAction action) {
-  switch (action) {
-    case JobAction::kOpenAttempt:
-      return "OpenAttempt";
-    case JobAction::kMarkStarted:
-      return "MarkStarted";
-    case JobAction::kCloseAttempt:
-      return "CloseAttempt";
-    case JobAction::kRefundAttempt:
-      return "RefundAttempt";
-    case JobAction::kRecordFailure:
-      return "RecordFailure";
-    case JobAction::kRequestCancel:
-      return "RequestCancel";
-    case JobAction::kFinish:
-      return "Finish";
-    case JobAction::kCountMachineFailure:
-      return "CountMachineFailure";
-    case JobAction::kBackoff:
-      return "Backoff";
-  }
-  return "?";
-}
-
 SweepState DeriveSweepState(const SweepFacts& f) {
   const int ended = f.succeeded + f.failed + f.cancelled;
   if (f.total > 0 && ended == f.total) {

@@ -97,7 +97,6 @@ StatusOr<TransitionResult> Transition(JobState state, JobEvent event, const Tran
 bool IsTerminal(JobState state);
 std::string_view JobStateName(JobState state);  // "PENDING", "LEASED", ...
 std::string_view JobEventName(JobEvent event);  // "Lease", "Start", ...
-std::string_view JobActionName(JobAction action);
 
 // --- Sweep state, derived from its jobs ----------------------------------------------------
 

@@ -100,11 +100,6 @@ HardwareKind HardwareKindFromProto(int kind) {
   }
 }
 
-int64_t ToUnixMicrosOrZero(absl::Time t) {
-  if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
-  return absl::ToUnixMicros(t);
-}
-
 void SetTimestamp(int64_t unix_us, google::protobuf::Timestamp* ts) {
   ts->Clear();
   if (unix_us == 0) return;

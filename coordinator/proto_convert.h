@@ -28,7 +28,6 @@ pb::HardwareKind ToProto(HardwareKind kind);
 HardwareKind HardwareKindFromProto(int kind);  // unknown numbers: kAny
 
 // Unix microseconds, 0 = unset (the store's time columns).
-int64_t ToUnixMicrosOrZero(absl::Time t);
 // Fills `ts` from unix microseconds; 0 leaves it unset (cleared).
 void SetTimestamp(int64_t unix_us, google::protobuf::Timestamp* ts);
 void SetDuration(absl::Duration d, google::protobuf::Duration* out);

@@ -843,10 +843,6 @@ StatusOr<std::vector<JobRow>> Store::ListJobs(const std::string& sweep_id) {
   return QueryJobs("sweep_id = ?1 AND ?2 = 0", sweep_id, 0);
 }
 
-StatusOr<std::vector<JobRow>> Store::ListJobsOfWorker(const std::string& worker_id) {
-  return QueryJobs("worker_id = ?1 AND lease_id != '' AND ?2 = 0", worker_id, 0);
-}
-
 StatusOr<std::vector<JobRow>> Store::ListExpiredLeases(int64_t now_us) {
   return QueryJobs("lease_id != '' AND ?1 = ?1 AND lease_expiry_us < ?2", "", now_us);
 }
@@ -1045,20 +1041,6 @@ StatusOr<AttemptRow> Store::GetAttempt(const std::string& job_id, int attempt) {
     return NotFoundError("attempt " + std::to_string(attempt) + " of job " + job_id + " not found");
   }
   return ReadAttempt(s);
-}
-
-StatusOr<std::vector<AttemptRow>> Store::ListAttempts(const std::string& job_id) {
-  RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
-                          db_->Prepare(std::string("SELECT ") + kAttemptColumns +
-                                       " FROM attempts WHERE job_id = ?1 ORDER BY attempt"));
-  s.Bind(1, job_id);
-  std::vector<AttemptRow> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadAttempt(s));
-  }
-  return out;
 }
 
 // --- events --------------------------------------------------------------------------------

@@ -184,8 +184,7 @@ class Store {
   Status UpdateJob(const JobRow& row);             // every mutable column
   StatusOr<JobRow> GetJob(const std::string& id);  // NOT_FOUND
   StatusOr<std::optional<JobRow>> FindJobByLease(const std::string& lease_id);
-  StatusOr<std::vector<JobRow>> ListJobs(const std::string& sweep_id);           // creation order
-  StatusOr<std::vector<JobRow>> ListJobsOfWorker(const std::string& worker_id);  // holding a lease
+  StatusOr<std::vector<JobRow>> ListJobs(const std::string& sweep_id);  // creation order
   StatusOr<std::vector<JobRow>> ListExpiredLeases(int64_t now_us);
   StatusOr<std::vector<PendingJob>> ListPending();
   // Kinds every pair group with a PENDING job has run on (from its attempts).
@@ -203,7 +202,6 @@ class Store {
   Status InsertAttempt(const AttemptRow& row);
   Status UpdateAttempt(const AttemptRow& row);
   StatusOr<AttemptRow> GetAttempt(const std::string& job_id, int attempt);  // NOT_FOUND
-  StatusOr<std::vector<AttemptRow>> ListAttempts(const std::string& job_id);
 
   // --- events
   // Stores the event and sets row.seq. A metric event whose (job_id, attempt, metric_seq) is

@@ -47,22 +47,6 @@ DepthMix DepthRead(const std::vector<at::Tensor>& sources, const at::Tensor& que
   return DepthMixture(stacked, DepthKeys(stacked, key_gain, eps), query);
 }
 
-std::string_view RouteSiteName(RouteSite site) {
-  switch (site) {
-    case RouteSite::kAttnQK:
-      return "attn_qk";
-    case RouteSite::kAttnV:
-      return "attn_v";
-    case RouteSite::kAttnB:
-      return "attn_b";
-    case RouteSite::kMlp:
-      return "mlp";
-    case RouteSite::kFinal:
-      return "final";
-  }
-  return "unknown";
-}
-
 at::Tensor JsDivergence(const at::Tensor& p, const at::Tensor& q) {
   const at::Tensor pd = p.to(at::kDouble), qd = q.to(at::kDouble);
   const at::Tensor m = 0.5 * (pd + qd);

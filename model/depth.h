@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "model/config.h"
@@ -47,7 +46,6 @@ enum class RouteSite {
   kMlp,     // MLP-side read
   kFinal,   // final read before the final norm
 };
-std::string_view RouteSiteName(RouteSite site);
 
 struct RouteRecord {
   int64_t layer = 0;  // transformer layer (-1 for the final read)

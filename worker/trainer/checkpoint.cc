@@ -303,12 +303,6 @@ std::string ReadableCheckpointOfStep(const std::string& dir, int64_t step) {
   return "";
 }
 
-StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
-  const std::vector<CheckpointFile> files = ListFiles(dir);
-  if (files.empty()) return std::string();
-  return files.back().path;
-}
-
 StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   if (::access(path.c_str(), R_OK) != 0) return NotFoundError(path + ": no such checkpoint");
   try {

@@ -52,9 +52,6 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
                                      const std::vector<int64_t>& keep_steps = {},
                                      const std::function<Status()>& fence = nullptr);
 
-// The newest complete checkpoint in `dir`; "" when there is none (or dir does not exist).
-StatusOr<std::string> LatestCheckpoint(const std::string& dir);
-
 // Every complete checkpoint in `dir` as (step, path): the newest step first and, within a step,
 // the highest attempt first.
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& dir);
