@@ -195,9 +195,12 @@ class Core {
   Status RunSeedLook(const SweepRow& sweep, pb::SequentialState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `*backoff_end_us`: when nothing was leased, the earliest end of a pending job's backoff
-  // (0: none), at which a waiting poll asks again.
+  // (0: none), at which a waiting poll asks again. `caller_left` is asked once more after the
+  // job is taken, inside the transaction: when the caller has gone (cancelled, past its
+  // deadline) the lease is rolled back, so no job is LEASED to nobody, and nullopt is returned.
   StatusOr<std::optional<pb::LeaseJobResponse>> TryLease(const WorkerRow& worker, int free_slots,
-                                                         int64_t* backoff_end_us)
+                                                         int64_t* backoff_end_us,
+                                                         const CancelledFn& caller_left)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<int> ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId(const std::string& prefix, int hex_digits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

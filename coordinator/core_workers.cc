@@ -110,9 +110,11 @@ StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWork
 
 StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& worker,
                                                              int free_slots,
-                                                             int64_t* backoff_end_us) {
+                                                             int64_t* backoff_end_us,
+                                                             const CancelledFn& caller_left) {
   std::optional<pb::LeaseJobResponse> out;
   *backoff_end_us = 0;
+  bool withdrawn = false;  // the caller left after the job was taken: rolled back
   Status st = store_->Transaction([&]() -> Status {
     const int64_t now = NowMicros();
     RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker.id, now, free_slots));
@@ -165,9 +167,19 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     SetTimestamp(job.lease_expiry_us, resp.mutable_lease_expire_time());
     resp.set_resume_checkpoint_path(job.last_checkpoint);
     for (int64_t m : stored) resp.add_stored_eval_milestones(m);
+    if (caller_left && caller_left()) {
+      withdrawn = true;
+      return AbortedError("the caller of LeaseJob left before its lease was committed");
+    }
     out = std::move(resp);
     return Status::Ok();
   });
+  if (withdrawn) {
+    RDATTN_LOG(kInfo) << "lease of a job to worker " << worker.id
+                      << " withdrawn: the call was cancelled or past its deadline before the "
+                         "lease was committed (the job stays PENDING, no attempt is used)";
+    return std::optional<pb::LeaseJobResponse>();
+  }
   RDATTN_RETURN_IF_ERROR(st);
   return out;
 }
@@ -197,11 +209,14 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
     if (shutting_down_) return pb::LeaseJobResponse();
     // Ask the scheduler at the start and whenever the work generation moved.
     // A backoff that ended is checked at the next wait slice (the injected clock decides).
+    // A caller that has left (cancelled, past its deadline) is given nothing: asked before
+    // a job is taken, and again inside TryLease's transaction after it is taken.
+    if (cancelled && cancelled()) return pb::LeaseJobResponse();
     if (first || work_gen_ != seen_gen || (backoff_end_us != 0 && NowMicros() >= backoff_end_us)) {
       first = false;
       seen_gen = work_gen_;
       RDATTN_ASSIGN_OR_RETURN(std::optional<pb::LeaseJobResponse> leased,
-                              TryLease(*worker, req.free_slots(), &backoff_end_us));
+                              TryLease(*worker, req.free_slots(), &backoff_end_us, cancelled));
       if (leased) return std::move(*leased);
     }
     const absl::Time now = absl::Now();

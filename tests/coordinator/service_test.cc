@@ -1045,6 +1045,38 @@ TEST(ServiceTest, AuthCodesRolesAndOwnership) {
 
 // --- issue 24: verified results and the store epoch ---------------------------------------------
 
+// A LeaseJob whose caller has left (cancelled, past its deadline) leases nothing: asked before a
+// job is taken and again, inside the transaction, after it is taken; the lease is rolled back, so
+// the job stays PENDING with no attempt used, and the next caller gets it as attempt 1 (before,
+// the job was LEASED to nobody and its lease expired later as a failed attempt).
+TEST(ServiceTest, ACallerThatLeftIsLeasedNothing) {
+  Harness h;
+  const std::string worker = h.Register();
+  pb::SubmitSweepResponse sub;
+  ASSERT_TRUE(h.Submit(TinySweep({1}), "req-left", &sub).ok());
+  const std::string sid = sub.sweep().sweep_id();
+  pb::LeaseJobRequest req;
+  req.set_worker_id(worker);
+  req.set_free_slots(1);
+  for (int present_for : {0, 1}) {  // gone at once; gone while its job was being taken
+    int asked = 0;
+    StatusOr<pb::LeaseJobResponse> r =
+        h.core().LeaseJob(req, [&] { return ++asked > present_for; });
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->lease_id().empty())
+        << "leased " << r->job().job_id() << " to a caller that left";
+    EXPECT_GT(asked, present_for);
+    const pb::SweepStatus st = h.Get(sid);
+    for (const pb::JobStatus& j : st.jobs()) {
+      EXPECT_EQ(j.state(), pb::JOB_STATE_PENDING) << j.job().job_id();
+      EXPECT_EQ(j.attempts(), 0) << j.job().job_id();
+    }
+  }
+  pb::LeaseJobResponse next = h.Lease(worker);
+  ASSERT_FALSE(next.lease_id().empty());
+  EXPECT_EQ(next.job().attempt(), 1);
+}
+
 // A job whose stored EVAL event fails its checksum is not leased, and it does not stop the jobs
 // behind it: LeaseJob answers OK and hands out the next job (it failed every LeaseJob with
 // DATA_LOSS before, which stopped all scheduling).
