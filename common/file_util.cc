@@ -10,8 +10,6 @@
 namespace rdattn {
 namespace {
 
-std::string Reason() { return std::strerror(errno); }
-
 // The folder that holds `path` ("." for a bare file name).
 std::string FolderOf(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -22,52 +20,82 @@ std::string FolderOf(const std::string& path) {
 
 }  // namespace
 
-Status FsyncPath(const std::string& path) {
+bool WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t w = ::write(fd, p, size);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return false;
+    if (w == 0) {  // no progress and no error: say so rather than loop
+      errno = EIO;
+      return false;
+    }
+    p += w;
+    size -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+Status FsyncPath(const std::string& path, int* error_number) {
+  // errno of the failing call, for the caller's classification (a full or failing disk).
+  auto failed = [&](Status st, int err) {
+    if (error_number != nullptr) *error_number = err;
+    return st;
+  };
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return FailedPreconditionError(path + ": cannot open to fsync: " + Reason());
+  if (fd < 0) {
+    const int err = errno;
+    return failed(FailedPreconditionError(path + ": cannot open to fsync: " + std::strerror(err)),
+                  err);
+  }
   if (::fsync(fd) != 0) {
-    const std::string why = Reason();
+    const int err = errno;
     ::close(fd);
-    return DataLossError(path + ": fsync failed: " + why);
+    return failed(DataLossError(path + ": fsync failed: " + std::strerror(err)), err);
   }
   ::close(fd);
   return Status::Ok();
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode) {
+Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode,
+                           int* error_number) {
   if (path.empty()) return InvalidArgumentError("WriteFileAtomically: empty path");
   std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0)
-    return FailedPreconditionError(path + ": cannot create a temporary file: " + Reason());
-  auto fail = [&](Status st) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
+  // Every failure after the temporary file exists: the file goes, errno is reported.
+  auto failed = [&](Status st, int err) {
+    if (error_number != nullptr) *error_number = err;
     return st;
   };
-  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0)
-    return fail(FailedPreconditionError(tmp + ": chmod failed: " + Reason()));
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return fail(DataLossError(path + ": write failed: " + Reason()));
-    p += w;
-    left -= static_cast<size_t>(w);
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return failed(
+        FailedPreconditionError(path + ": cannot create a temporary file: " + std::strerror(err)),
+        err);
   }
-  if (::fsync(fd) != 0) return fail(DataLossError(path + ": fsync failed: " + Reason()));
-  if (::close(fd) != 0) {
-    const std::string why = Reason();
+  auto fail = [&](Status (*make)(std::string), const std::string& what) {
+    const int err = errno;
+    ::close(fd);
     ::unlink(tmp.c_str());
-    return DataLossError(path + ": close failed: " + why);
+    return failed(make(what + std::strerror(err)), err);
+  };
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0)
+    return fail(FailedPreconditionError, tmp + ": chmod failed: ");
+  if (!WriteAll(fd, contents.data(), contents.size()))
+    return fail(DataLossError, path + ": write failed: ");
+  if (::fsync(fd) != 0) return fail(DataLossError, path + ": fsync failed: ");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return failed(DataLossError(path + ": close failed: " + std::strerror(err)), err);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = Reason();
+    const int err = errno;
     ::unlink(tmp.c_str());
-    return FailedPreconditionError(path + ": cannot rename into place: " + why);
+    return failed(
+        FailedPreconditionError(path + ": cannot rename into place: " + std::strerror(err)), err);
   }
-  return FsyncPath(FolderOf(path));
+  return FsyncPath(FolderOf(path), error_number);
 }
 
 }  // namespace rdattn

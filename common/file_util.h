@@ -1,6 +1,7 @@
 // Files written so that a reader never sees half of one: the one atomic write of the tree.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -17,10 +18,17 @@ namespace rdattn {
 // Errors name the path and the system's reason: FAILED_PRECONDITION when the temporary file
 // cannot be created or renamed into place (a missing or read-only folder), DATA_LOSS when a
 // write or fsync fails (a full disk).
-Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode = 0644);
+// On a failure of a system call, `*error_number` (when given) gets its errno, so that a caller
+// can tell a failing machine (ENOSPC, EIO, ...) from a wrong setup without reading the message.
+Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode = 0644,
+                           int* error_number = nullptr);
 
 // fsync of a file or a folder (a folder: so that a rename or a new entry in it is durable).
-// FAILED_PRECONDITION if it cannot be opened, DATA_LOSS if fsync fails.
-Status FsyncPath(const std::string& path);
+// FAILED_PRECONDITION if it cannot be opened, DATA_LOSS if fsync fails; `*error_number` as above.
+Status FsyncPath(const std::string& path, int* error_number = nullptr);
+
+// Writes all `size` bytes to `fd`, retrying short writes and EINTR. false on an error, with errno
+// set (EIO when write() makes no progress without one).
+bool WriteAll(int fd, const void* data, size_t size);
 
 }  // namespace rdattn

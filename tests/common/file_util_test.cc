@@ -2,11 +2,14 @@
 // no temporary file behind, on success and on each kind of failure.
 #include "common/file_util.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -102,13 +105,38 @@ TEST_F(FileUtilTest, ShortWriteIsDataLossAndKeepsTheOldContents) {
   rlimit small = saved;
   small.rlim_cur = 4096;
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  const Status st = WriteFileAtomically(path, std::string(100000, 'y'));
+  int err = 0;
+  const Status st = WriteFileAtomically(path, std::string(100000, 'y'), 0644, &err);
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  EXPECT_EQ(err, EFBIG);  // the errno of the failing write, for the caller's classification
   ::sigaction(SIGXFSZ, &previous, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_NE(st.message().find(path + ": write failed"), std::string::npos) << st.message();
   EXPECT_EQ(Read(path), "old contents");
   EXPECT_EQ(Entries(), std::vector<std::string>{"state"});
+}
+
+TEST_F(FileUtilTest, ErrorNumberOfTheFailingCallAndWriteAll) {
+  int err = 0;
+  EXPECT_FALSE(WriteFileAtomically((dir_ / "no" / "file").string(), "x", 0644, &err).ok());
+  EXPECT_EQ(err, ENOENT);
+  err = 0;
+  EXPECT_FALSE(FsyncPath((dir_ / "missing").string(), &err).ok());
+  EXPECT_EQ(err, ENOENT);
+  // A full disk: /dev/full fails every write with ENOSPC.
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(full, 0);
+  errno = 0;
+  EXPECT_FALSE(WriteAll(full, "abc", 3));
+  EXPECT_EQ(errno, ENOSPC);
+  ::close(full);
+  const std::string path = (dir_ / "all").string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  const std::string text(1 << 20, 'z');
+  EXPECT_TRUE(WriteAll(fd, text.data(), text.size()));
+  ::close(fd);
+  EXPECT_EQ(Read(path), text);
 }
 
 TEST_F(FileUtilTest, EmptyPathIsInvalidArgument) {

@@ -70,14 +70,6 @@ Watchdog::Kind WatchKind(pb::MetricEvent::Kind kind) {
   }
 }
 
-// The message names a machine errno (IsMachineErrno) by its strerror() text.
-bool MentionsMachineErrno(std::string_view message) {
-  for (int err : {ENOSPC, EDQUOT, EIO, EROFS, ENODEV, ENXIO, EMFILE, ENFILE, ENOMEM, ESTALE}) {
-    if (message.find(std::strerror(err)) != std::string_view::npos) return true;
-  }
-  return false;
-}
-
 // Where the job's evaluations and checkpoints fall (the trainer's After(): step_actions.cc), for
 // the watchdog. A spec that does not parse (the coordinator validated it) gives none.
 WatchdogSchedule ScheduleOf(const pb::RunSpec& run) {
@@ -230,9 +222,9 @@ Status JobRunner::Prepare(pb::RunSpec* spec, bool* machine) {
   }
   const nlohmann::json json = contract::RunSpecToJson(*spec);
   if (json.is_null()) return InvalidArgumentError("the job's RunSpec cannot be written as JSON");
-  Status written = WriteFileAtomically(paths_.job_json, json.dump(2) + "\n");
-  // WriteFileAtomically's message ends with strerror() of the call that failed.
-  if (!written.ok()) *machine = MentionsMachineErrno(written.message());
+  int err = 0;
+  Status written = WriteFileAtomically(paths_.job_json, json.dump(2) + "\n", 0644, &err);
+  if (!written.ok()) *machine = IsMachineErrno(err);
   return written;
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 #include <utility>
 
+#include "common/file_util.h"
 #include "common/strings.h"
 #include "worker/daemon/job_paths.h"
 #include "worker/daemon/log.h"
@@ -46,15 +47,8 @@ Status ProbeWritable(const std::string& dir) {
   if (fd < 0) return UnavailableError("probe: create " + path + ": " + std::strerror(errno));
   const std::string block(4096, 'p');
   std::string error;
-  size_t done = 0;
-  while (done < block.size() && error.empty()) {
-    const ssize_t w = ::write(fd, block.data() + done, block.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      error = "write " + path + ": " + std::strerror(w < 0 ? errno : EIO);
-    else
-      done += static_cast<size_t>(w);
-  }
+  if (!WriteAll(fd, block.data(), block.size()))
+    error = "write " + path + ": " + std::strerror(errno);
   if (error.empty() && ::fsync(fd) != 0) error = "fsync " + path + ": " + std::strerror(errno);
   if (::close(fd) != 0 && error.empty()) error = "close " + path + ": " + std::strerror(errno);
   if (::unlink(path.c_str()) != 0 && error.empty())

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/file_util.h"
 #include "worker/io/safetensors.h"
 #include "worker/trainer/machine_failure.h"
 
@@ -32,15 +33,6 @@ std::string FirstLine(const char* what) {
   return s.substr(0, s.find('\n'));
 }
 constexpr const char* kSuffix = ".pt";
-
-Status FsyncPath(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return InternalError(path + ": cannot open for fsync (" + std::strerror(errno) + ")");
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return InternalError(path + ": fsync failed (" + std::strerror(errno) + ")");
-  return Status::Ok();
-}
 
 Status MakeDirs(const std::string& dir) {
   std::string cur;
@@ -112,20 +104,6 @@ void FailpointBeforeRename() {
   } else if (spec.rfind("pause=", 0) == 0) {
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(spec.c_str() + 6)));
   }
-}
-
-// Writes all of [data, data+n) to fd; false with errno set on a failure.
-bool WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 std::string MetaJson(const CheckpointMeta& m) {
@@ -258,7 +236,7 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const CheckpointMet
   }
   // A directory that cannot be synced may lose the new name on a power loss: the new file goes
   // too, so that the previous checkpoint is the one to resume from, as the error says.
-  if (Status st = FsyncPath(dir, true); !st.ok()) {
+  if (Status st = FsyncPath(dir); !st.ok()) {
     ::unlink(path.c_str());
     return UnavailableError(path + ": the checkpoint of step " + std::to_string(meta.step) +
                             " was removed again: " + st.message() +
