@@ -64,9 +64,9 @@ StatusOr<std::string> CheckInitDataIdentity(Store& store, const JobRow& job,
   }
   // The other arms of its pair: the same shards, byte for byte, or no pair.
   if (job.pair_group.empty()) return std::string();
-  RDATTN_ASSIGN_OR_RETURN(const std::vector<JobRow> jobs, store.ListJobs(job.sweep_id));
+  RDATTN_ASSIGN_OR_RETURN(const std::vector<JobRow> jobs, store.ListJobsOfGroup(job.pair_group));
   for (const JobRow& other : jobs) {
-    if (other.id == job.id || other.pair_group != job.pair_group) continue;
+    if (other.id == job.id || other.sweep_id != job.sweep_id) continue;
     if (other.state == JobState::kFailed && other.failure_reason.rfind(kDataIdentityReason, 0) == 0)
       continue;  // its data were already refused; they are not the pair's
     RDATTN_ASSIGN_OR_RETURN(const std::vector<EventRow> theirs,

@@ -843,6 +843,10 @@ StatusOr<std::vector<JobRow>> Store::ListJobs(const std::string& sweep_id) {
   return QueryJobs("sweep_id = ?1 AND ?2 = 0", sweep_id, 0);
 }
 
+StatusOr<std::vector<JobRow>> Store::ListJobsOfGroup(const std::string& pair_group) {
+  return QueryJobs("pair_group = ?1 AND ?2 = 0", pair_group, 0);  // index jobs_by_group
+}
+
 StatusOr<std::vector<JobRow>> Store::ListExpiredLeases(int64_t now_us) {
   return QueryJobs("lease_id != '' AND ?1 = ?1 AND lease_expiry_us < ?2", "", now_us);
 }

@@ -184,7 +184,8 @@ class Store {
   Status UpdateJob(const JobRow& row);             // every mutable column
   StatusOr<JobRow> GetJob(const std::string& id);  // NOT_FOUND
   StatusOr<std::optional<JobRow>> FindJobByLease(const std::string& lease_id);
-  StatusOr<std::vector<JobRow>> ListJobs(const std::string& sweep_id);  // creation order
+  StatusOr<std::vector<JobRow>> ListJobs(const std::string& sweep_id);           // creation order
+  StatusOr<std::vector<JobRow>> ListJobsOfGroup(const std::string& pair_group);  // creation order
   StatusOr<std::vector<JobRow>> ListExpiredLeases(int64_t now_us);
   StatusOr<std::vector<PendingJob>> ListPending();
   // Kinds every pair group with a PENDING job has run on (from its attempts).
