@@ -117,6 +117,113 @@ void Core::NotifyWork() {
   work_cv_.SignalAll();
 }
 
+// --- the scheduling state in memory ---------------------------------------------------------
+
+Status Core::Tx(const std::function<Status()>& fn) {
+  Status st = store_->Transaction(fn);
+  if (!st.ok()) InvalidateMemoryState();  // it may hold changes that were rolled back
+  return st;
+}
+
+void Core::InvalidateMemoryState() {
+  memory_valid_ = false;
+  queue_.Clear();
+  workers_.clear();
+  facts_.clear();
+}
+
+Status Core::EnsureMemoryState() {
+  if (memory_valid_) return Status::Ok();
+  queue_.Clear();
+  workers_.clear();
+  facts_.clear();
+  RDATTN_ASSIGN_OR_RETURN(auto group_kinds, store_->ActiveGroupKinds());
+  for (const auto& [group, kinds] : group_kinds) queue_.SetGroupKinds(group, kinds);
+  // ListPending leaves out job rows whose checksums do not match: they are never leased.
+  RDATTN_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, store_->ListPending());
+  for (const PendingJob& j : pending) queue_.Upsert(j);
+  RDATTN_ASSIGN_OR_RETURN(std::vector<WorkerRow> workers, store_->ListWorkers());
+  for (const WorkerRow& w : workers) {
+    workers_[w.id] = LiveWorker{w.kind, w.free_slots, w.last_seen_us};
+  }
+  memory_valid_ = true;
+  return Status::Ok();
+}
+
+void Core::OnJobChanged(const JobRow& job, JobState from, bool inserted) {
+  if (memory_valid_) {
+    if (job.state == JobState::kPending) {
+      PendingJob p;
+      p.job_id = job.id;
+      p.pair_group = job.pair_group;
+      p.priority = job.priority;
+      p.create_order = job.seq;
+      p.world_size = job.world_size;
+      p.preferred_kind = job.preferred_kind;
+      p.not_before_us = job.not_before_us;
+      p.last_failed_worker = job.last_failed_worker;
+      queue_.Upsert(p);
+    } else {
+      queue_.Remove(job.id);
+    }
+  }
+  if (job.state == JobState::kSucceeded || job.state == JobState::kFailed ||
+      job.state == JobState::kCancelled) {
+    milestones_.erase(job.id);
+  }
+  auto it = facts_.find(job.sweep_id);
+  if (it == facts_.end()) return;  // read from the store when first needed
+  SweepFacts& f = it->second;
+  auto count = [&f](JobState s) -> int* {
+    switch (s) {
+      case JobState::kPending:
+        return &f.pending;
+      case JobState::kLeased:
+        return &f.leased;
+      case JobState::kRunning:
+        return &f.running;
+      case JobState::kSucceeded:
+        return &f.succeeded;
+      case JobState::kFailed:
+        return &f.failed;
+      case JobState::kCancelled:
+        return &f.cancelled;
+    }
+    return nullptr;
+  };
+  if (inserted) {
+    f.total += 1;
+  } else if (int* c = count(from)) {
+    *c -= 1;
+  }
+  if (int* c = count(job.state)) *c += 1;
+  if (job.attempts > 0) f.any_started = true;
+}
+
+void Core::OnWorkerSeen(const std::string& id, HardwareKind kind, int free_slots, int64_t now_us) {
+  if (!memory_valid_) return;
+  LiveWorker& w = workers_[id];
+  w.kind = kind;
+  w.free_slots = free_slots;
+  w.last_seen_us = now_us;
+}
+
+StatusOr<SweepFacts> Core::SweepFactsOf(const std::string& sweep_id) {
+  auto it = facts_.find(sweep_id);
+  if (it != facts_.end()) return it->second;
+  RDATTN_ASSIGN_OR_RETURN(SweepFacts f, store_->GetSweepFacts(sweep_id));
+  facts_[sweep_id] = f;
+  return f;
+}
+
+const std::vector<int64_t>& Core::ExpectedMilestonesOf(const JobRow& job) {
+  auto it = milestones_.find(job.id);
+  if (it == milestones_.end()) {
+    it = milestones_.emplace(job.id, ExpectedMilestones(job.spec.run())).first;
+  }
+  return it->second;
+}
+
 // --- job events and sweep state ------------------------------------------------------------
 
 StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventContext& ctx) {
@@ -138,6 +245,7 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
         job.lease_expiry_us = now + absl::ToInt64Microseconds(options_.lease_ttl);
         job.worker_id = ctx.worker != nullptr ? ctx.worker->id : "";
         job.worker_kind = ctx.worker != nullptr ? ctx.worker->kind : HardwareKind::kAny;
+        if (memory_valid_) queue_.AddGroupKind(job.pair_group, job.worker_kind);
         AttemptRow a;
         a.job_id = job.id;
         a.attempt = job.attempts;
@@ -202,6 +310,7 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
   job.state = t.new_state;
   job.update_us = now;
   RDATTN_RETURN_IF_ERROR(store_->UpdateJob(job));
+  OnJobChanged(job, from, /*inserted=*/false);
   if (from == t.new_state) return t.new_state;
 
   RDATTN_LOG(kInfo) << "job " << job.id << ": " << JobStateName(from) << " -> "
@@ -229,7 +338,7 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
 
 Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& reason) {
   RDATTN_ASSIGN_OR_RETURN(SweepRow sweep, store_->GetSweep(sweep_id));
-  RDATTN_ASSIGN_OR_RETURN(SweepFacts facts, store_->GetSweepFacts(sweep_id));
+  RDATTN_ASSIGN_OR_RETURN(SweepFacts facts, SweepFactsOf(sweep_id));
   // A seed policy looks when every job of the current seeds has ended; a look that continues
   // adds jobs, so the sweep stays RUNNING (docs/sweeps.md "Seed policy").
   const bool all_ended =
@@ -239,8 +348,8 @@ Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& r
     RDATTN_ASSIGN_OR_RETURN(std::optional<pb::SequentialState> seq,
                             store_->GetSequential(sweep_id));
     if (seq && !seq->stopped()) {
-      RDATTN_RETURN_IF_ERROR(store_->Transaction([&] { return RunSeedLook(sweep, *seq); }));
-      RDATTN_ASSIGN_OR_RETURN(facts, store_->GetSweepFacts(sweep_id));
+      RDATTN_RETURN_IF_ERROR(Tx([&] { return RunSeedLook(sweep, *seq); }));
+      RDATTN_ASSIGN_OR_RETURN(facts, SweepFactsOf(sweep_id));
     }
   }
   facts.cancel_requested = sweep.cancel_requested;
@@ -357,6 +466,7 @@ Status Core::InsertJobs(const SweepRow& row, const std::vector<pb::JobSpec>& job
     job.create_us = now_us;
     job.update_us = now_us;
     RDATTN_RETURN_IF_ERROR(store_->InsertJob(job));
+    OnJobChanged(job, JobState::kPending, /*inserted=*/true);
     EventRow ev;
     ev.sweep_id = row.id;
     ev.job_id = job.id;
@@ -480,7 +590,7 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
   row.create_us = NowMicros();
   row.update_us = row.create_us;
   std::optional<SweepRow> raced;
-  Status st = store_->Transaction([&]() -> Status {
+  Status st = Tx([&]() -> Status {
     // A concurrent submission with the same request_id may have won while we expanded.
     RDATTN_ASSIGN_OR_RETURN(raced, store_->FindSweepByRequestId(req.request_id()));
     if (raced) return Status::Ok();
@@ -609,7 +719,7 @@ StatusOr<pb::CancelSweepResponse> Core::CancelSweep(
   if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
   absl::MutexLock lock(&mu_);
   SweepRow sweep;
-  Status st = store_->Transaction([&]() -> Status {
+  Status st = Tx([&]() -> Status {
     RDATTN_ASSIGN_OR_RETURN(sweep, store_->GetSweep(req.sweep_id()));
     if (required_owner && sweep.owner != *required_owner) {
       return Status(

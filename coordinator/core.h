@@ -26,6 +26,7 @@
 #include "common/status.h"
 #include "coordinator/clock.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/pending_queue.h"
 #include "coordinator/store.h"
 #include "rdattn/v1/coordinator.pb.h"
 
@@ -215,6 +216,31 @@ class Core {
   StatusOr<std::vector<int64_t>> StoredEvalMilestones(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // --- The scheduling state in memory (docs/coordinator.md "Scheduling data structures"):
+  // the pending jobs indexed for the scheduler, the workers' liveness and free slots, each
+  // sweep's job counts and each job's expected milestones. Updated inside each transaction,
+  // together with the rows; a transaction that fails (rolled back) marks it stale, and it is
+  // rebuilt from the store before its next use, so it never disagrees with committed rows.
+  struct LiveWorker {
+    HardwareKind kind = HardwareKind::kCpu;
+    int free_slots = 0;
+    int64_t last_seen_us = 0;
+  };
+  // Runs fn in a store transaction; when it fails, the memory state is marked stale.
+  Status Tx(const std::function<Status()>& fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rebuilds the pending queue and the workers from the store when stale.
+  Status EnsureMemoryState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InvalidateMemoryState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A job row was inserted (`inserted`) or its state went from `from` to job.state.
+  void OnJobChanged(const JobRow& job, JobState from, bool inserted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWorkerSeen(const std::string& id, HardwareKind kind, int free_slots, int64_t now_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The sweep's job counts (kept up to date in memory once read).
+  StatusOr<SweepFacts> SweepFactsOf(const std::string& sweep_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const std::vector<int64_t>& ExpectedMilestonesOf(const JobRow& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Clock* clock_;            // never null
   CoreCounters* const counters_;  // null: metrics off
   const CoreOptions options_;
@@ -237,6 +263,11 @@ class Core {
   };
   std::map<std::string, SweepWatches> watches_ ABSL_GUARDED_BY(mu_);  // by sweep id
   absl::CondVar reaper_cv_;                                           // shutdown
+  bool memory_valid_ ABSL_GUARDED_BY(mu_) = false;
+  PendingQueue queue_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, LiveWorker> workers_ ABSL_GUARDED_BY(mu_);  // by id
+  std::map<std::string, SweepFacts> facts_ ABSL_GUARDED_BY(mu_);    // by sweep id (cache)
+  std::map<std::string, std::vector<int64_t>> milestones_ ABSL_GUARDED_BY(mu_);  // by job id
   std::thread reaper_;
 };
 

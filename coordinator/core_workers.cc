@@ -96,7 +96,9 @@ StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWork
   w.registration.set_worker_id(w.id);
   w.registered_us = NowMicros();
   w.last_seen_us = w.registered_us;
+  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
   RDATTN_RETURN_IF_ERROR(store_->UpsertWorker(w));
+  OnWorkerSeen(w.id, w.kind, w.free_slots, w.last_seen_us);
   RDATTN_LOG(kInfo) << "worker " << w.id << " registered: host '" << w.hostname << "', "
                     << (w.kind == HardwareKind::kGpu ? "gpu" : "cpu") << ", " << w.slots
                     << " slots";
@@ -115,47 +117,59 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
   std::optional<pb::LeaseJobResponse> out;
   *backoff_end_us = 0;
   bool withdrawn = false;  // the caller left after the job was taken: rolled back
-  Status st = store_->Transaction([&]() -> Status {
+  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+  Status st = Tx([&]() -> Status {
     const int64_t now = NowMicros();
     RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker.id, now, free_slots));
-    RDATTN_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, store_->ListPending());
-    if (pending.empty()) return Status::Ok();
+    OnWorkerSeen(worker.id, worker.kind, free_slots, now);
+    if (queue_.size() == 0) return Status::Ok();
     ClusterView cluster;
-    RDATTN_ASSIGN_OR_RETURN(cluster.group_kinds, store_->PendingGroupKinds());
-    const int64_t live_since = now - absl::ToInt64Microseconds(WorkerLiveness());
-    RDATTN_ASSIGN_OR_RETURN(cluster.live_workers, store_->LiveWorkersByKind(live_since));
     cluster.now_us = now;
-    RDATTN_ASSIGN_OR_RETURN(std::vector<WorkerRow> workers, store_->ListWorkers());
-    for (const WorkerRow& w : workers) {
-      if (w.last_seen_us < live_since || w.id == worker.id) continue;
-      cluster.live.push_back(OtherWorker{w.id, w.kind, w.free_slots});
+    const int64_t live_since = now - absl::ToInt64Microseconds(WorkerLiveness());
+    for (const auto& [id, w] : workers_) {
+      if (w.last_seen_us < live_since) continue;
+      cluster.live_workers[w.kind] += 1;
+      if (id != worker.id) cluster.live.push_back(OtherWorker{id, w.kind, w.free_slots});
     }
     WorkerOffer offer;
     offer.worker_id = worker.id;
     offer.free_slots = free_slots;
     offer.kind = worker.kind;
-    std::optional<size_t> pick;
     std::vector<int64_t> stored;
-    while (true) {
-      pick = PickJob(pending, offer, cluster);
+    std::optional<JobRow> picked;
+    while (!picked) {
+      std::optional<PendingJob> pick = queue_.Pick(offer, cluster);
       if (!pick) {
-        *backoff_end_us = NextBackoffEnd(pending, now);
+        *backoff_end_us = queue_.NextBackoffEnd(now);
         return Status::Ok();
       }
-      // A job whose stored results fail their checksums is not leased (a rerun would be
-      // told to skip milestones it cannot trust), and it must not stop every other job behind
-      // it: it stays PENDING, GetSweep names the damage, the next pick goes on.
-      StatusOr<std::vector<int64_t>> milestones = StoredEvalMilestones(pending[*pick].job_id);
-      if (milestones.ok()) {
-        stored = std::move(*milestones);
-        break;
+      // A job whose stored row or results fail their checksums is not leased (a rerun would
+      // be told to skip milestones it cannot trust), and it must not stop every other job
+      // behind it: it stays PENDING, GetSweep names the damage, the next pick goes on. It
+      // leaves the queue until the queue is rebuilt from the store.
+      StatusOr<JobRow> job = store_->GetJob(pick->job_id);
+      StatusOr<std::vector<int64_t>> milestones =
+          job.ok() ? StoredEvalMilestones(pick->job_id)
+                   : StatusOr<std::vector<int64_t>>(job.status());
+      if (!milestones.ok()) {
+        if (milestones.status().code() != StatusCode::kDataLoss) return milestones.status();
+        RDATTN_LOG(kError) << "job " << pick->job_id
+                           << " is not leased: " << milestones.status().message();
+        queue_.Remove(pick->job_id);
+        continue;
       }
-      if (milestones.status().code() != StatusCode::kDataLoss) return milestones.status();
-      RDATTN_LOG(kError) << "job " << pending[*pick].job_id
-                         << " is not leased: " << milestones.status().message();
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(*pick));
+      if (job->state != JobState::kPending) {
+        // The queue disagrees with the store: a defect. Rebuild it and pick again.
+        RDATTN_LOG(kError) << "job " << pick->job_id << " was in the pending queue but is "
+                           << JobStateName(job->state) << "; rebuilding the queue";
+        InvalidateMemoryState();
+        RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+        continue;
+      }
+      stored = std::move(*milestones);
+      picked = std::move(*job);
     }
-    RDATTN_ASSIGN_OR_RETURN(JobRow job, store_->GetJob(pending[*pick].job_id));
+    JobRow& job = *picked;
     EventContext ctx;
     ctx.worker = &worker;
     ctx.reason = "leased to worker " + worker.id;
@@ -237,9 +251,11 @@ StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req)
     return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
   pb::HeartbeatResponse resp;
   const absl::Duration grace = std::min(options_.cancel_grace, options_.lease_ttl / 2);
-  Status st = store_->Transaction([&]() -> Status {
+  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+  Status st = Tx([&]() -> Status {
     const int64_t now = NowMicros();
     RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker->id, now, std::max(0, req.free_slots())));
+    OnWorkerSeen(worker->id, worker->kind, std::max(0, req.free_slots()), now);
     for (const pb::LeaseProgress& lp : req.leases()) {
       RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> job, store_->FindJobByLease(lp.lease_id()));
       if (!job || job->worker_id != worker->id) {
@@ -291,7 +307,7 @@ StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
   if (event.seq() == 0) return InvalidArgumentError("event.seq: must be >= 1");
   absl::MutexLock lock(&mu_);
   ProgressResult result;
-  Status st = store_->Transaction([&]() -> Status {
+  Status st = Tx([&]() -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(lease_id));
     if (!found) return LeaseNotHeld(lease_id);
     JobRow& job = *found;
@@ -397,7 +413,7 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
   }
   absl::MutexLock lock(&mu_);
   pb::CompleteJobResponse resp;
-  Status st = store_->Transaction([&]() -> Status {
+  Status st = Tx([&]() -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(req.lease_id()));
     if (!found) return LeaseNotHeld(req.lease_id());
     JobRow& job = *found;
@@ -479,7 +495,7 @@ StatusOr<std::string> Core::MissingResults(const JobRow& job) {
     RDATTN_ASSIGN_OR_RETURN(std::vector<int64_t> stored, StoredEvalMilestones(job.id));
     const std::set<int64_t> have(stored.begin(), stored.end());
     std::string lacking;
-    for (int64_t m : ExpectedMilestones(run)) {
+    for (int64_t m : ExpectedMilestonesOf(job)) {
       if (have.count(m) == 0) lacking += (lacking.empty() ? "" : ", ") + std::to_string(m);
     }
     if (!lacking.empty())
@@ -505,7 +521,7 @@ StatusOr<int> Core::ExpireLeases() {
 StatusOr<int> Core::ExpireLeasesLocked() {
   int expired = 0;
   int retried = 0;
-  Status st = store_->Transaction([&]() -> Status {
+  Status st = Tx([&]() -> Status {
     expired = 0;
     retried = 0;
     // A restarted coordinator gives workers one lease period to reach it before it takes leases.

@@ -20,33 +20,40 @@ bool AnyLive(const ClusterView& cluster, const std::set<HardwareKind>& kinds) {
   return false;
 }
 
-// Rules 2 and 3 for a worker of `kind`: may the job go to it?
-bool KindAllows(const PendingJob& job, HardwareKind kind, const ClusterView& cluster,
-                int* affinity) {
+}  // namespace
+
+bool KindAllows(const PendingJob& job, HardwareKind kind, const std::set<HardwareKind>* group_kinds,
+                const ClusterView& cluster, int* affinity) {
   if (job.preferred_kind != HardwareKind::kAny && job.preferred_kind != kind &&
       LiveWorkerOfKind(cluster, job.preferred_kind)) {
     return false;
   }
   *affinity = 0;
-  auto group = cluster.group_kinds.find(job.pair_group);
-  if (group != cluster.group_kinds.end() && !group->second.empty()) {
-    if (group->second.count(kind) > 0) {
+  if (group_kinds != nullptr && !group_kinds->empty()) {
+    if (group_kinds->count(kind) > 0) {
       *affinity = 1;
-    } else if (AnyLive(cluster, group->second)) {
+    } else if (AnyLive(cluster, *group_kinds)) {
       return false;
     }
   }
   return true;
 }
 
-// Rule 0, second half: some live worker other than `self` could take the job now.
-bool AnotherCanTake(const PendingJob& job, const std::string& self, const ClusterView& cluster) {
+bool AnotherCanTake(const PendingJob& job, const std::string& self,
+                    const std::set<HardwareKind>* group_kinds, const ClusterView& cluster) {
   for (const OtherWorker& w : cluster.live) {
     if (w.id == self || w.free_slots < job.world_size) continue;
     int unused = 0;
-    if (KindAllows(job, w.kind, cluster, &unused)) return true;
+    if (KindAllows(job, w.kind, group_kinds, cluster, &unused)) return true;
   }
   return false;
+}
+
+namespace {
+
+const std::set<HardwareKind>* GroupKinds(const PendingJob& job, const ClusterView& cluster) {
+  auto group = cluster.group_kinds.find(job.pair_group);
+  return group == cluster.group_kinds.end() ? nullptr : &group->second;
 }
 
 }  // namespace
@@ -85,10 +92,11 @@ std::optional<size_t> PickJob(const std::vector<PendingJob>& pending, const Work
     // 2. The sweep's preferred kind, while a worker of that kind is alive.
     // 3. One kind per pair group, while a worker of the group's kind is alive.
     int affinity = 0;
-    if (!KindAllows(job, worker.kind, cluster, &affinity)) continue;
+    const std::set<HardwareKind>* kinds = GroupKinds(job, cluster);
+    if (!KindAllows(job, worker.kind, kinds, cluster, &affinity)) continue;
     // 0. Not back to the worker that just failed it while another one can take it.
     if (!job.last_failed_worker.empty() && job.last_failed_worker == worker.worker_id &&
-        AnotherCanTake(job, worker.worker_id, cluster)) {
+        AnotherCanTake(job, worker.worker_id, kinds, cluster)) {
       continue;
     }
     // 4. Priority, then affinity, then age.

@@ -68,6 +68,15 @@ struct ClusterView {
 std::optional<size_t> PickJob(const std::vector<PendingJob>& pending, const WorkerOffer& worker,
                               const ClusterView& cluster);
 
+// The rules' building blocks (PickJob and PendingQueue::Pick share them). `group_kinds`: the
+// kinds the job's pair group has run on (null or empty: it has not run).
+// Rules 2 and 3: may the job go to a worker of `kind`? *affinity = 1 when its group ran on it.
+bool KindAllows(const PendingJob& job, HardwareKind kind, const std::set<HardwareKind>* group_kinds,
+                const ClusterView& cluster, int* affinity);
+// Rule 0, second half: some live worker other than `self` could take the job now.
+bool AnotherCanTake(const PendingJob& job, const std::string& self,
+                    const std::set<HardwareKind>* group_kinds, const ClusterView& cluster);
+
 // The earliest not_before_us of `pending` that is later than `now_us`; 0 when none. A waiting
 // LeaseJob asks the scheduler again at that time.
 int64_t NextBackoffEnd(const std::vector<PendingJob>& pending, int64_t now_us);

@@ -909,6 +909,26 @@ StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::PendingGroupKinds
   return out;
 }
 
+StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::ActiveGroupKinds() {
+  RDATTN_ASSIGN_OR_RETURN(
+      SqliteStmt s,
+      db_->Prepare(
+          "SELECT DISTINCT j.pair_group, a.worker_kind FROM attempts a "
+          "JOIN jobs j ON j.id = a.job_id "
+          "WHERE j.pair_group IN (SELECT pair_group FROM jobs WHERE state IN (?1, ?2, ?3))"));
+  s.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
+  s.Bind(2, static_cast<int>(pb::JOB_STATE_LEASED));
+  s.Bind(3, static_cast<int>(pb::JOB_STATE_RUNNING));
+  std::map<std::string, std::set<HardwareKind>> out;
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    const HardwareKind kind = HardwareKindFromProto(static_cast<int>(s.Int(1)));
+    if (kind != HardwareKind::kAny) out[s.Text(0)].insert(kind);
+  }
+  return out;
+}
+
 StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
                           db_->Prepare("SELECT state, COUNT(*), SUM(attempts > 0) FROM jobs "

@@ -190,6 +190,8 @@ class Store {
   StatusOr<std::vector<PendingJob>> ListPending();
   // Kinds every pair group with a PENDING job has run on (from its attempts).
   StatusOr<std::map<std::string, std::set<HardwareKind>>> PendingGroupKinds();
+  // The same for every pair group with a job that has not ended (PENDING, LEASED, RUNNING).
+  StatusOr<std::map<std::string, std::set<HardwareKind>>> ActiveGroupKinds();
   StatusOr<SweepFacts> GetSweepFacts(const std::string& sweep_id);
   // Metrics (docs/metrics.md): jobs and sweeps counted by state (states with no row absent).
   StatusOr<std::map<JobState, int64_t>> CountJobsByState();
