@@ -4,7 +4,9 @@
 //   - SOTU 1790 (George Washington) and 2021 (Joseph R. Biden) addresses, as files;
 //   - the whole SOTU corpus, the 233 files joined by "\n";
 //   - the first 200 kB of the Jargon File (cut at the last newline before 200,000 bytes);
-//   - a Unicode stress string (CRLF, NBSP, U+3000, U+2028, ZWSP, CJK, emoji with ZWJ, RTL, digits).
+//   - a Unicode stress string (CRLF, NBSP, U+3000, U+2028, ZWSP, CJK, emoji with ZWJ, RTL, digits);
+//   - `rdattn-data prepare --threads 1, 2, 4` on the SOTU files (--text) and --threads 4 on the
+//     same documents as one gzipped JSONL file: each split's shards, id for id.
 // Usage: node tiktoken_crosscheck.js --bin RDATTN_DATA --vocab-bpe PATH --js-tiktoken DIR
 //                                    --sotu DIR --jargon GZ [--jargon GZ ...]
 // Missing inputs are failures that say what to run, never skips. Exit 0 only when all agree.
@@ -106,5 +108,63 @@ for (const c of cases) {
                 JSON.stringify(enc.decode(ref.slice(Math.max(0, diff - 5), diff + 5))));
   }
 }
-if (bad) fail(bad + ' of ' + cases.length + ' texts differ');
-console.log('tiktoken_crosscheck: all ' + cases.length + ' texts identical');
+// `rdattn-data prepare --threads N` (issue 26): the shards hold, split by split, [50256] + the
+// js-tiktoken ids of each document, for N = 1, 2 and 4, from the SOTU files as --text and from the
+// same documents as gzipped --jsonl.
+const os = require('os');
+const crypto = require('crypto');
+function splitOf(id) {  // SplitOfDocument: SHA-256(id) as a big-endian integer, mod 1000
+  const b = BigInt('0x' + crypto.createHash('sha256').update(id, 'utf8').digest('hex')) % 1000n;
+  return b < 990n ? 'train' : b < 995n ? 'val' : 'test';
+}
+const want = { train: [], val: [], test: [] };
+const jsonl = [];
+for (const f of sotuFiles) {
+  const text = readUtf8(fs.readFileSync(path.join(opts.sotu, f)), f);
+  const ids = enc.encode(text, [], []);
+  const w = want[splitOf(f)];
+  w.push(50256);
+  for (const id of ids) w.push(id);
+  jsonl.push(JSON.stringify({ text, id: f }) + '\n');
+}
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rdattn_crosscheck_'));
+try {
+  fs.writeFileSync(path.join(tmp, 'sotu.jsonl.gz'), zlib.gzipSync(Buffer.from(jsonl.join(''), 'utf8')));
+  const runs = [];
+  for (const n of [1, 2, 4]) runs.push({ n, inputs: ['--text'].concat(sotuFiles.map((f) => path.join(opts.sotu, f))) });
+  runs.push({ n: 4, inputs: ['--jsonl', path.join(tmp, 'sotu.jsonl.gz')] });
+  for (const r of runs) {
+    const out = path.join(tmp, 'out_' + r.n + '_' + r.inputs[0].slice(2));
+    const t0 = Date.now();
+    const p = spawnSync(opts.bin, ['prepare', '--tokenizer', 'gpt2', '--vocab-bpe', opts.vocab, '--out', out,
+                                   '--prefix', 's', '--shard-tokens', '400000', '--threads', String(r.n)]
+                                     .concat(r.inputs), { maxBuffer: 1 << 26 });
+    if (p.status !== 0) fail('rdattn-data prepare exited ' + p.status + ': ' + p.stderr.toString());
+    const manifest = JSON.parse(fs.readFileSync(path.join(out, 's.manifest.json'), 'utf8'));
+    const name = `prepare --threads ${r.n} ${r.inputs[0]} (${sotuFiles.length} SOTU documents)`;
+    let diff = '';
+    for (const split of ['train', 'val', 'test']) {
+      const got = [];
+      for (const sh of manifest.splits[split].shards) {
+        const buf = fs.readFileSync(path.join(out, sh.file));
+        const n = buf.readInt32LE(8);
+        for (let i = 0; i < n; i++) got.push(buf.readUInt16LE(1024 + 2 * i));
+      }
+      const w = want[split];
+      let at = -1;
+      for (let i = 0; i < Math.max(w.length, got.length); i++) if (w[i] !== got[i]) { at = i; break; }
+      if (at >= 0) diff += ` ${split}: ${got.length} vs ${w.length} tokens, first difference at ${at};`;
+    }
+    const tokens = want.train.length + want.val.length + want.test.length;
+    if (diff) {
+      bad++;
+      console.log('DIFF ' + name + ':' + diff);
+    } else {
+      console.log(`OK   ${name}: ${tokens} tokens in ${Date.now() - t0} ms, every split as js-tiktoken`);
+    }
+  }
+} finally {
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
+if (bad) fail(bad + ' comparisons differ');
+console.log('tiktoken_crosscheck: all ' + cases.length + ' texts and 4 prepare runs identical');

@@ -2,12 +2,14 @@
 // command line is CLI11's (common/cli.h): prepare, inspect, digest, encode and decode, each with
 // --help;
 // a usage error is one line "rdattn-data: MESSAGE (see --help)" with exit 2.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,9 +17,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include "common/cli.h"
 #include "common/digest.h"
@@ -44,7 +45,8 @@ struct UsageError {
 // The command line, every subcommand's flags in one struct. Integer flags stay text here and
 // are checked by ParseInt (the message names the flag and the range).
 struct Flags {
-  std::string tokenizer, vocab_bpe, out, prefix, shard_tokens, split, vocab, eot, bench_tokens;
+  std::string tokenizer, vocab_bpe, out, prefix, shard_tokens, split, vocab, eot, bench_tokens,
+      threads;
   std::vector<std::string> text, jsonl, val_files, test_files, shards;
   bool stats = false;
 };
@@ -84,11 +86,20 @@ void AddCommands(CLI::App& app, Flags& f) {
       "(default unless --val-files/--test-files are given): SHA-256(id) mod 1000, 0-989 train,\n"
       "990-994 val, 995-999 test. --split files: the --val-files/--test-files are the held-out\n"
       "splits, every other input is train. Nothing is published unless every input was read\n"
-      "without error; re-running with the same inputs rewrites the same bytes.");
+      "without error; re-running with the same inputs rewrites the same bytes, for any --threads.\n"
+      "Streaming: inputs are read in batches of about 0.5 MiB of text (whole JSONL lines, or\n"
+      "pieces of a text file cut where the ids cannot change); at most 2N+2 batches are in flight\n"
+      "for --threads N, so memory stays about 30 MiB + N x 20 MiB whatever the corpus size (plus\n"
+      "any single JSONL line, held whole). On a terminal, stderr shows a progress line (MB/s, "
+      "ETA).");
   AddTokenizerFlags(prepare, f);
   Value(prepare, "--out", f.out, "output folder DIR")->required();
   Value(prepare, "--prefix", f.prefix, "file name prefix NAME")->required();
   Value(prepare, "--shard-tokens", f.shard_tokens, "tokens per shard")->default_str("100000000");
+  Value(prepare, "--threads", f.threads,
+        "tokenizing threads N (1..1024); output identical for every N; memory about "
+        "30 MiB + N x 20 MiB")
+      ->default_str("the cores this process may use");
   List(prepare, "--text", f.text, "text files, one document each");
   List(prepare, "--jsonl", f.jsonl, "JSON-lines files, one document a line");
   Value(prepare, "--split", f.split, "hash or files (the default with --val-files/--test-files)")
@@ -175,6 +186,58 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+constexpr int64_t kMaxThreads = 1024;
+
+// The CPUs this process may run on (its affinity mask, e.g. under taskset or a container's
+// cpuset), else what the standard library says, else 1.
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<int>(std::min<int64_t>(n, kMaxThreads));
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? static_cast<int>(std::min<int64_t>(hw, kMaxThreads)) : 1;
+}
+
+// `prepare`'s progress on a terminal: one line on stderr, redrawn at most twice a second with
+// "\r", cleared at the end. Never used when stderr is not a terminal (logs stay clean).
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::chrono::steady_clock::time_point t0) : t0_(t0), last_(t0) {}
+  void Update(const PrepareProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (Seconds(last_, now) < 0.5) return;
+    last_ = now;
+    const double secs = Seconds(t0_, now);
+    const double mbps = secs > 0 ? static_cast<double>(p.text_bytes) / 1e6 / secs : 0.0;
+    const double frac = p.file_bytes_total > 0 ? static_cast<double>(p.file_bytes_done) /
+                                                     static_cast<double>(p.file_bytes_total)
+                                               : 0.0;
+    char eta[32] = "?";
+    if (frac > 0.0 && frac <= 1.0) {
+      const long long left = std::llround(secs * (1.0 - frac) / frac);
+      std::snprintf(eta, sizeof(eta), "%lld:%02lld:%02lld", left / 3600, left / 60 % 60, left % 60);
+    }
+    std::fprintf(stderr,
+                 "\rprepare: %5.1f%%  %.1f MB of text  %lld docs  %lld tokens  %.1f MB/s"
+                 "  ETA %s   ",
+                 100.0 * std::min(frac, 1.0), static_cast<double>(p.text_bytes) / 1e6,
+                 static_cast<long long>(p.documents), static_cast<long long>(p.tokens), mbps, eta);
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void Finish() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    drawn_ = false;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_, last_;
+  bool drawn_ = false;
+};
+
 int CmdPrepare(const CLI::App& cmd, const Flags& f) {
   PrepareOptions opts;
   opts.tokenizer = f.tokenizer;
@@ -182,6 +245,9 @@ int CmdPrepare(const CLI::App& cmd, const Flags& f) {
   opts.prefix = f.prefix;
   if (cmd.count("--shard-tokens") > 0)
     opts.shard_tokens = ParseInt("--shard-tokens", f.shard_tokens, 1, kShardMaxTokens);
+  opts.threads = cmd.count("--threads") > 0
+                     ? static_cast<int>(ParseInt("--threads", f.threads, 1, kMaxThreads))
+                     : UsableCores();
   const bool text = cmd.count("--text") > 0, jsonl = cmd.count("--jsonl") > 0;
   if (text && jsonl) throw UsageError{"give either --text or --jsonl, not both"};
   opts.kind = jsonl ? InputKind::kJsonl : InputKind::kText;
@@ -205,7 +271,12 @@ int CmdPrepare(const CLI::App& cmd, const Flags& f) {
   opts.vocab_bpe = vocab_path;
 
   const auto t0 = std::chrono::steady_clock::now();
+  ProgressLine progress_line(t0);
+  if (::isatty(STDERR_FILENO) == 1) {
+    opts.on_progress = [&](const PrepareProgress& p) { progress_line.Update(p); };
+  }
   auto summary = Prepare(opts, **tok);
+  progress_line.Finish();
   if (!summary.ok()) return Fail(summary.status().WithPrefix("prepare"));
   const double secs = Seconds(t0, std::chrono::steady_clock::now());
   for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) {
@@ -218,8 +289,9 @@ int CmdPrepare(const CLI::App& cmd, const Flags& f) {
     std::printf("removed stale shard %s\n", r.c_str());
   for (const std::string& w : summary->warnings)
     std::fprintf(stderr, "rdattn-data: warning: %s\n", w.c_str());
-  std::printf("manifest %s (%.2f s, %.1f MB/s of text)\n", summary->manifest_path.c_str(), secs,
-              secs > 0 ? static_cast<double>(summary->input_bytes) / 1e6 / secs : 0.0);
+  std::printf(
+      "manifest %s (%.2f s, %.1f MB/s of text, %d thread(s))\n", summary->manifest_path.c_str(),
+      secs, secs > 0 ? static_cast<double>(summary->input_bytes) / 1e6 / secs : 0.0, opts.threads);
   return 0;
 }
 

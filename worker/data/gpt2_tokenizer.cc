@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -82,7 +83,28 @@ constexpr char kPattern[] =
 // Pieces at most this long go through the cache; longer ones use the heap BPE when long enough.
 constexpr size_t kMaxCachedPiece = 64;
 constexpr size_t kHeapBpeThreshold = 128;
-constexpr size_t kMaxCacheEntries = size_t{1} << 19;
+// Per thread. 2^17 entries: about 12 MiB per thread (key, ids and hash-node overhead).
+constexpr size_t kMaxCacheEntries = size_t{1} << 17;
+
+std::atomic<uint64_t> g_next_instance_id{1};
+
+// One thread's BPE results for short pieces of one tokenizer.
+struct PieceCache {
+  uint64_t owner = 0;
+  std::unordered_map<std::string, std::vector<uint32_t>> map;
+};
+
+PieceCache& ThreadPieceCache(uint64_t owner) {
+  thread_local PieceCache cache;
+  if (cache.owner != owner) {
+    cache.map.clear();
+    cache.owner = owner;
+  }
+  return cache;
+}
+
+bool IsAsciiGraphic(unsigned char c) { return c > 0x20 && c < 0x7F; }
+bool IsAsciiLetter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
 
 std::string PcreErrorText(int code) {
   PCRE2_UCHAR buf[256];
@@ -106,7 +128,7 @@ struct Gpt2Tokenizer::Pcre {
   }
 };
 
-Gpt2Tokenizer::Gpt2Tokenizer() = default;
+Gpt2Tokenizer::Gpt2Tokenizer() : instance_id_(g_next_instance_id.fetch_add(1)) {}
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
 
 Status Gpt2Tokenizer::CompilePattern() {
@@ -424,20 +446,25 @@ void Gpt2Tokenizer::EncodePiece(std::string_view piece, std::vector<uint32_t>* o
     }
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    const auto it = cache_.find(std::string(piece));
-    if (it != cache_.end()) {
-      out->insert(out->end(), it->second.begin(), it->second.end());
-      return;
-    }
+  PieceCache& cache = ThreadPieceCache(instance_id_);
+  if (const auto it = cache.map.find(std::string(piece)); it != cache.map.end()) {
+    out->insert(out->end(), it->second.begin(), it->second.end());
+    return;
   }
   std::vector<uint32_t> ids;
   BpeSimple(piece, &ids);
   out->insert(out->end(), ids.begin(), ids.end());
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-  cache_.emplace(std::string(piece), std::move(ids));
+  if (cache.map.size() >= kMaxCacheEntries) cache.map.clear();
+  cache.map.emplace(std::string(piece), std::move(ids));
+}
+
+size_t Gpt2Tokenizer::LastCutPoint(std::string_view text, size_t lo) const {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = text.size() < 2 ? 0 : text.size() - 2; i >= std::max<size_t>(lo, 1) && i > 0;
+       --i) {
+    if (p[i] == ' ' && IsAsciiLetter(p[i + 1]) && IsAsciiGraphic(p[i - 1])) return i;
+  }
+  return 0;
 }
 
 std::vector<uint32_t> Gpt2Tokenizer::Encode(std::string_view text) const {

@@ -14,12 +14,18 @@
 //     accepts valid strings, so there is no reference to match there.)
 //  3. Each piece that is itself a token becomes that token (tiktoken's shortcut); otherwise
 //     byte-level BPE merges the adjacent pair of lowest rank, leftmost first, until none has a
-//     rank. Results for short pieces are cached (thread-safe).
+//     rank. Results for short pieces are cached, one cache per thread (no lock between the
+//     threads of `prepare --threads`; each holds at most kMaxCacheEntries pieces).
+//
+// LastCutPoint: a cut between an ASCII graphic character and " x" (an ASCII space, then an
+// ASCII letter) changes no piece: the piece before it ends there (no alternative crosses an
+// ASCII space except ` ?\p{L}+`, which starts at it, and \s+(?!\S) is not involved), and the
+// piece after it is ` ?\p{L}+` in both cases. All three bytes are ASCII, so the UTF-8 runs of
+// step 1 are cut at the same place too.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -59,6 +65,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   std::vector<uint32_t> Encode(std::string_view text) const override;
   void EncodeAppend(std::string_view text, std::vector<uint32_t>* out) const override;
   std::string Decode(const std::vector<uint32_t>& ids) const override;
+  size_t LastCutPoint(std::string_view text, size_t lo) const override;
   uint32_t eot() const override { return kEot; }
   uint32_t vocab_size() const override { return kVocabSize; }
   std::string name() const override { return "gpt2"; }
@@ -94,8 +101,9 @@ class Gpt2Tokenizer final : public Tokenizer {
   struct Pcre;  // pcre2 code (shared; matching allocates per-call match data)
   std::unique_ptr<Pcre> pcre_;
 
-  mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<uint32_t>> cache_;
+  // Identifies this tokenizer to the per-thread caches (a new tokenizer at a reused address
+  // must not see another's cache).
+  const uint64_t instance_id_;
 };
 
 }  // namespace rdattn::data

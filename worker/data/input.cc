@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -61,6 +62,7 @@ class Source {
         if (errnum != Z_OK && errnum != Z_STREAM_END) {
           return DataLossError(path_ + ": gzip read error: " + (msg != nullptr ? msg : "?"));
         }
+        gz_offset_ = static_cast<int64_t>(std::max<z_off_t>(0, gzoffset(gz_)));
         const int rc = gzclose_r(gz_);
         gz_ = nullptr;
         if (rc != Z_OK) {
@@ -74,7 +76,16 @@ class Source {
     if (file_ == nullptr) return size_t{0};  // gz stream already closed at its end
     const size_t r = std::fread(buf, 1, n, file_);
     if (r < n && std::ferror(file_)) return DataLossError(path_ + ": read error");
+    plain_offset_ += static_cast<int64_t>(r);
     return r;
+  }
+  // Compressed bytes consumed for gzip (zlib's read-ahead included), else bytes read.
+  int64_t raw_offset() const {
+    if (gz_ != nullptr) {
+      const z_off_t off = gzoffset(gz_);
+      return off < 0 ? gz_offset_ : static_cast<int64_t>(off);
+    }
+    return std::max(plain_offset_, gz_offset_);
   }
 
  private:
@@ -82,11 +93,30 @@ class Source {
   std::string path_;
   FILE* file_ = nullptr;
   gzFile gz_ = nullptr;
+  int64_t plain_offset_ = 0;
+  int64_t gz_offset_ = 0;  // the compressed size, once the gzip stream is closed
+};
+
+class ChunkReaderImpl final : public ChunkReader {
+ public:
+  explicit ChunkReaderImpl(std::unique_ptr<Source> src) : src_(std::move(src)) {}
+  StatusOr<size_t> ReadAppend(size_t n, std::string* out) override {
+    const size_t old = out->size();
+    out->resize(old + n);
+    StatusOr<size_t> r = src_->Read(out->data() + old, n);
+    out->resize(old + (r.ok() ? *r : 0));
+    return r;
+  }
+  int64_t raw_offset() const override { return src_->raw_offset(); }
+
+ private:
+  std::unique_ptr<Source> src_;
 };
 
 class LineReaderImpl final : public LineReader {
  public:
   explicit LineReaderImpl(std::unique_ptr<Source> src) : src_(std::move(src)), buf_(kChunk) {}
+  int64_t raw_offset() const override { return src_->raw_offset(); }
 
   StatusOr<bool> Next(std::string* line) override {
     line->clear();
@@ -139,6 +169,11 @@ StatusOr<std::string> ReadInputFile(const std::string& path) {
     out.append(buf.data(), r);
   }
   return out;
+}
+
+StatusOr<std::unique_ptr<ChunkReader>> ChunkReader::Open(const std::string& path) {
+  RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<Source> src, Source::Open(path));
+  return std::unique_ptr<ChunkReader>(new ChunkReaderImpl(std::move(src)));
 }
 
 StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& path) {

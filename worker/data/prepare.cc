@@ -4,19 +4,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "common/digest.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "worker/data/input.h"
+#include "worker/data/ordered_pipeline.h"
 #include "worker/data/shard.h"
 
 namespace rdattn::data {
@@ -56,8 +60,9 @@ class Packer {
     for (Split s : kSplits) writers_[static_cast<int>(s)].split = s;
   }
 
-  // Appends one document's ids to its split, rolling over to a new shard at shard_tokens.
-  Status Add(Split split, const std::vector<uint32_t>& ids) {
+  // Appends ids (a document, or a piece of one) to the split, rolling over to a new shard at
+  // shard_tokens; ends_document counts one document.
+  Status Add(Split split, const std::vector<uint32_t>& ids, bool ends_document) {
     SplitWriter& w = writers_[static_cast<int>(split)];
     size_t off = 0;
     while (off < ids.size()) {
@@ -80,7 +85,7 @@ class Packer {
       }
     }
     w.summary.tokens += static_cast<int64_t>(ids.size());
-    w.summary.documents += 1;
+    if (ends_document) w.summary.documents += 1;
     return Status::Ok();
   }
 
@@ -135,6 +140,10 @@ Status ValidateOptions(const PrepareOptions& opts, const Tokenizer& tok) {
   if (opts.prefix.empty()) return InvalidArgumentError("--prefix: missing shard name prefix");
   if (opts.prefix.find('/') != std::string::npos) {
     return InvalidArgumentError("--prefix '" + opts.prefix + "' must not contain '/'");
+  }
+  if (opts.threads < 1) {
+    return InvalidArgumentError("--threads " + std::to_string(opts.threads) +
+                                ": need at least 1 tokenizing thread");
   }
   if (opts.shard_tokens < 1 || opts.shard_tokens > kShardMaxTokens) {
     return InvalidArgumentError("--shard-tokens " + std::to_string(opts.shard_tokens) +
@@ -245,6 +254,162 @@ Status ParseJsonlLine(const std::string& line, const std::string& where, std::st
   return Status::Ok();
 }
 
+// --- the pipeline: read in order, tokenize in parallel, write in order ------------------------
+
+// A whole document (a JSONL line) or a piece of one (a text file cut at a cut point).
+struct Piece {
+  int input = 0;                // index into the inputs
+  int64_t line = 0;             // JSONL: 1-based line number
+  std::string bytes;            // JSONL: the raw line; text: a piece of the file's text
+  bool starts_document = true;  // gets the EOT in front
+  bool ends_document = true;    // counts one document
+};
+
+struct Batch {
+  std::vector<Piece> pieces;
+  int64_t file_bytes_done = 0;  // input file bytes consumed when the batch was cut
+};
+
+struct EncodedPiece {
+  int input = 0;
+  Split split = Split::kTrain;
+  std::vector<uint32_t> ids;
+  int64_t text_bytes = 0;
+  bool ends_document = true;
+};
+
+struct EncodedBatch {
+  std::vector<EncodedPiece> pieces;  // those before the first error
+  Status status = Status::Ok();      // the first error of the batch
+  int64_t file_bytes_done = 0;
+};
+
+// Reads the inputs in order into batches of about kPrepareBatchBytes of text (the reader
+// thread).
+class CorpusReader {
+ public:
+  CorpusReader(const PrepareOptions& opts, const Tokenizer& tok,
+               const std::vector<InputRecord>& inputs)
+      : opts_(opts), tok_(tok), inputs_(inputs) {}
+
+  StatusOr<bool> Next(Batch* batch) {
+    int64_t batch_bytes = 0;
+    while (batch_bytes < kPrepareBatchBytes) {
+      if (current_ < 0) {
+        if (next_ == static_cast<int>(inputs_.size())) break;
+        RDATTN_RETURN_IF_ERROR(Open(next_++));
+      }
+      if (lines_ != nullptr) {
+        std::string line;
+        RDATTN_ASSIGN_OR_RETURN(const bool more, lines_->Next(&line));
+        if (!more) {
+          Close();
+          continue;
+        }
+        if (IsBlank(line)) continue;
+        batch_bytes += static_cast<int64_t>(line.size());
+        batch->pieces.push_back(
+            Piece{current_, lines_->line_number(), std::move(line), true, true});
+        continue;
+      }
+      RDATTN_ASSIGN_OR_RETURN(
+          const size_t n, chunks_->ReadAppend(static_cast<size_t>(kPrepareReadBytes), &pending_));
+      if (n == 0) {  // the end of the document (an empty file is a document too: [EOT])
+        batch_bytes += static_cast<int64_t>(pending_.size());
+        batch->pieces.push_back(Piece{current_, 0, std::move(pending_), first_piece_, true});
+        Close();
+        continue;
+      }
+      if (static_cast<int64_t>(pending_.size()) < kPrepareBatchBytes) continue;
+      const size_t cut = tok_.LastCutPoint(pending_, scan_from_);
+      if (cut == 0) {  // no cut point yet: keep reading (only new cut points need a look)
+        scan_from_ = pending_.size() - 1;
+        continue;
+      }
+      batch_bytes += static_cast<int64_t>(cut);
+      batch->pieces.push_back(Piece{current_, 0, pending_.substr(0, cut), first_piece_, false});
+      pending_.erase(0, cut);
+      first_piece_ = false;
+      scan_from_ = 1;
+    }
+    batch->file_bytes_done = done_bytes_ + RawOffset();
+    return !batch->pieces.empty();
+  }
+
+ private:
+  Status Open(int i) {
+    const InputRecord& in = inputs_[i];
+    if (opts_.kind == InputKind::kText) {
+      RDATTN_ASSIGN_OR_RETURN(chunks_, ChunkReader::Open(in.path));
+    } else {
+      RDATTN_ASSIGN_OR_RETURN(lines_, LineReader::Open(in.path));
+    }
+    current_ = i;
+    pending_.clear();
+    first_piece_ = true;
+    scan_from_ = 1;
+    return Status::Ok();
+  }
+  void Close() {
+    done_bytes_ += inputs_[current_].file_bytes;
+    chunks_.reset();
+    lines_.reset();
+    pending_ = std::string();
+    current_ = -1;
+  }
+  int64_t RawOffset() const {
+    if (chunks_ != nullptr) return chunks_->raw_offset();
+    if (lines_ != nullptr) return lines_->raw_offset();
+    return 0;
+  }
+
+  const PrepareOptions& opts_;
+  const Tokenizer& tok_;
+  const std::vector<InputRecord>& inputs_;
+  int next_ = 0;      // the next input to open
+  int current_ = -1;  // the open input, or -1
+  std::unique_ptr<ChunkReader> chunks_;
+  std::unique_ptr<LineReader> lines_;
+  std::string pending_;  // text read and not yet cut off
+  bool first_piece_ = true;
+  size_t scan_from_ = 1;
+  int64_t done_bytes_ = 0;  // file bytes of the inputs already closed
+};
+
+// Tokenizes one batch (a worker thread). JSONL lines are parsed here, so errors come back in
+// document order through the batch.
+EncodedBatch EncodeBatch(Batch&& batch, const PrepareOptions& opts, const Tokenizer& tok,
+                         const std::vector<InputRecord>& inputs,
+                         const std::vector<Split>& text_split) {
+  EncodedBatch out;
+  out.file_bytes_done = batch.file_bytes_done;
+  out.pieces.reserve(batch.pieces.size());
+  std::string id, json_text;
+  for (Piece& p : batch.pieces) {
+    EncodedPiece e;
+    e.input = p.input;
+    e.ends_document = p.ends_document;
+    std::string_view text = p.bytes;
+    if (opts.kind == InputKind::kJsonl) {
+      const InputRecord& in = inputs[p.input];
+      const std::string where = in.path + ":" + std::to_string(p.line);
+      out.status = ParseJsonlLine(p.bytes, where, &id, &json_text);
+      if (!out.status.ok()) break;
+      text = json_text;
+      e.split = in.forced.has_value() ? *in.forced : SplitOfDocument(id);
+    } else {
+      e.split = text_split[p.input];
+    }
+    e.ids.reserve(text.size() / 3 + 2);
+    if (p.starts_document) e.ids.push_back(tok.eot());
+    tok.EncodeAppend(text, &e.ids);
+    e.text_bytes = static_cast<int64_t>(text.size());
+    std::string().swap(p.bytes);  // the text is no longer needed
+    out.pieces.push_back(std::move(e));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ShardFileName(const std::string& prefix, Split split, int index) {
@@ -272,43 +437,67 @@ StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& to
 
   PrepareSummary summary;
   Packer packer(opts);
-  std::vector<uint32_t> ids;
-  const uint32_t eot = tok.eot();
-  for (InputRecord& in : inputs) {
-    {
-      struct stat st;
-      if (::stat(in.path.c_str(), &st) == 0) in.file_bytes = st.st_size;
+  PrepareProgress progress;
+  std::vector<Split> text_split(inputs.size(), Split::kTrain);  // --text: the split of each file
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    InputRecord& in = inputs[i];
+    struct stat st;
+    if (::stat(in.path.c_str(), &st) == 0) in.file_bytes = st.st_size;
+    progress.file_bytes_total += in.file_bytes;
+    text_split[i] = in.forced.has_value() ? *in.forced : SplitOfDocument(Basename(in.path));
+  }
+  // The inputs' SHA-256 for the manifest, on a thread of its own beside the pipeline: each file
+  // is read a second time, as before, but the tokenizers no longer wait for it. It writes only
+  // InputRecord::sha256, which nothing else touches until it is joined.
+  Status hash_status = Status::Ok();
+  std::atomic<bool> stop_hashing{false};  // set when Prepare returns early
+  std::thread hasher([&inputs, &hash_status, &stop_hashing] {
+    for (InputRecord& in : inputs) {
+      if (stop_hashing) return;
+      StatusOr<std::string> h = Sha256HexOfFile(in.path);
+      if (!h.ok()) {
+        hash_status = h.status();
+        return;
+      }
+      in.sha256 = *std::move(h);
     }
-    RDATTN_ASSIGN_OR_RETURN(in.sha256, Sha256HexOfFile(in.path));
-    if (opts.kind == InputKind::kText) {
-      RDATTN_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(in.path));
-      ids.clear();
-      ids.push_back(eot);
-      tok.EncodeAppend(text, &ids);
-      const Split split = in.forced.has_value() ? *in.forced : SplitOfDocument(Basename(in.path));
-      RDATTN_RETURN_IF_ERROR(packer.Add(split, ids));
-      in.text_bytes = static_cast<int64_t>(text.size());
-      in.documents = 1;
-    } else {
-      RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader, LineReader::Open(in.path));
-      std::string line, id, text;
-      while (true) {
-        RDATTN_ASSIGN_OR_RETURN(const bool more, reader->Next(&line));
-        if (!more) break;
-        if (IsBlank(line)) continue;
-        const std::string where = in.path + ":" + std::to_string(reader->line_number());
-        RDATTN_RETURN_IF_ERROR(ParseJsonlLine(line, where, &id, &text));
-        ids.clear();
-        ids.push_back(eot);
-        tok.EncodeAppend(text, &ids);
-        const Split split = in.forced.has_value() ? *in.forced : SplitOfDocument(id);
-        RDATTN_RETURN_IF_ERROR(packer.Add(split, ids));
-        in.text_bytes += static_cast<int64_t>(text.size());
-        in.documents += 1;
+  });
+  struct Joiner {
+    std::thread& t;
+    std::atomic<bool>& stop;
+    ~Joiner() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join_hasher{hasher, stop_hashing};
+  CorpusReader reader(opts, tok, inputs);
+  const std::function<StatusOr<bool>(Batch*)> read = [&](Batch* b) { return reader.Next(b); };
+  const std::function<EncodedBatch(Batch &&)> work = [&](Batch&& b) {
+    return EncodeBatch(std::move(b), opts, tok, inputs, text_split);
+  };
+  const std::function<Status(EncodedBatch &&)> write = [&](EncodedBatch&& b) -> Status {
+    for (const EncodedPiece& e : b.pieces) {
+      RDATTN_RETURN_IF_ERROR(packer.Add(e.split, e.ids, e.ends_document));
+      inputs[e.input].text_bytes += e.text_bytes;
+      progress.text_bytes += e.text_bytes;
+      progress.tokens += static_cast<int64_t>(e.ids.size());
+      if (e.ends_document) {
+        inputs[e.input].documents += 1;
+        progress.documents += 1;
       }
     }
-    summary.input_bytes += in.text_bytes;
-  }
+    RDATTN_RETURN_IF_ERROR(b.status);
+    progress.file_bytes_done = b.file_bytes_done;
+    if (opts.on_progress) opts.on_progress(progress);
+    return Status::Ok();
+  };
+  RDATTN_RETURN_IF_ERROR((RunOrderedPipeline<Batch, EncodedBatch>(
+      opts.threads, PrepareWindow(opts.threads), read, work, write)));
+  hasher.join();
+  RDATTN_RETURN_IF_ERROR(hash_status);
+  for (const InputRecord& in : inputs) summary.input_bytes += in.text_bytes;
+  progress.file_bytes_done = progress.file_bytes_total;  // the last batch may end before EOF
+  if (opts.on_progress) opts.on_progress(progress);
 
   RDATTN_RETURN_IF_ERROR(packer.Commit());
 
@@ -360,6 +549,28 @@ StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& to
     jin.push_back(std::move(e));
   }
   manifest["inputs"] = std::move(jin);
+  // The content digest of each shard as published (docs/operations.md "Data identity"; the
+  // trainer checks every shard it opens against it), the shards spread over opts.threads threads.
+  std::vector<std::string> shard_paths;
+  for (Split s : kSplits) {
+    for (const std::string& name : packer.summary(s).shards)
+      shard_paths.push_back((fs::path(opts.out_dir) / name).string());
+  }
+  std::vector<StatusOr<std::string>> digests(shard_paths.size(), InternalError("not computed"));
+  std::vector<int64_t> digest_bytes(shard_paths.size(), 0);
+  {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    const size_t n = std::min(shard_paths.size(), static_cast<size_t>(opts.threads));
+    for (size_t t = 0; t < n; ++t) {
+      pool.emplace_back([&] {
+        for (size_t k = next++; k < shard_paths.size(); k = next++)
+          digests[k] = FileDigest(shard_paths[k], &digest_bytes[k]);
+      });
+    }
+    for (std::thread& t : pool) t.join();
+  }
+  size_t shard_k = 0;
   Json jsplits = Json::object();
   for (Split s : kSplits) {
     const SplitSummary& ss = packer.summary(s);
@@ -370,11 +581,9 @@ StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& to
     Json shards = Json::array();
     const std::vector<int64_t> sizes = packer.ShardSizes(s);
     for (size_t i = 0; i < ss.shards.size(); ++i) {
-      // The content digest of the file as published (docs/operations.md "Data identity"): the
-      // trainer checks every shard it opens against it.
-      int64_t bytes = 0;
-      RDATTN_ASSIGN_OR_RETURN(const std::string digest,
-                              FileDigest((fs::path(opts.out_dir) / ss.shards[i]).string(), &bytes));
+      const int64_t bytes = digest_bytes[shard_k];
+      RDATTN_ASSIGN_OR_RETURN(const std::string digest, std::move(digests[shard_k]));
+      ++shard_k;
       shards.push_back(Json{{"file", ss.shards[i]},
                             {"tokens", i < sizes.size() ? sizes[i] : 0},
                             {"bytes", bytes},

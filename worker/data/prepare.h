@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,6 +17,26 @@ namespace rdattn::data {
 
 enum class InputKind { kText, kJsonl };
 enum class SplitMode { kHash, kFiles };
+
+// Streaming limits of Prepare (docs/operations.md "Preparing data"). The reader cuts the input
+// into batches of whole documents (JSONL lines) or pieces of one document (text files, cut where
+// Tokenizer::LastCutPoint allows) of about kPrepareBatchBytes of text; at most
+// PrepareWindow(threads) batches exist at once (read, being tokenized, or waiting to be written
+// in order). So the text and ids in flight are bounded by the thread count, not the corpus size:
+// each batch is at most kPrepareBatchBytes plus one document or piece (a piece is at most
+// kPrepareBatchBytes + kPrepareReadBytes unless the text has no cut point, e.g. no ASCII " x"
+// for that long), and its ids take 4 bytes a token (about 1 byte per byte of English text).
+inline constexpr int64_t kPrepareBatchBytes = int64_t{512} << 10;
+inline constexpr int64_t kPrepareReadBytes = int64_t{256} << 10;
+inline constexpr int PrepareWindow(int threads) { return 2 * threads + 2; }
+
+struct PrepareProgress {
+  int64_t file_bytes_done = 0;   // of the input files (compressed bytes for .gz)
+  int64_t file_bytes_total = 0;  // sum of the input files' sizes
+  int64_t text_bytes = 0;        // decompressed text tokenized and written
+  int64_t documents = 0;
+  int64_t tokens = 0;
+};
 
 struct PrepareOptions {
   std::string tokenizer;  // "gpt2" | "byte" (recorded in the manifest)
@@ -32,6 +53,11 @@ struct PrepareOptions {
   std::vector<std::string> val_files;
   std::vector<std::string> test_files;
   SplitMode split_mode = SplitMode::kHash;
+  // Threads that tokenize (>= 1; besides them, one thread reads and the caller's writes). The
+  // output bytes are the same for every value.
+  int threads = 1;
+  // When set, called on the calling thread after each batch is written.
+  std::function<void(const PrepareProgress&)> on_progress;
 };
 
 struct SplitSummary {
@@ -56,7 +82,8 @@ std::string ShardFileName(const std::string& prefix, Split split, int index);
 // shards, as in llm.c). All shards are written under temporary names first and renamed into
 // place only when every input was read without error, then the manifest is written (atomically);
 // on error nothing in out_dir changes. Deterministic: the same inputs and options give the
-// same bytes. Shards of the same prefix left over from an earlier run with more shards
+// same bytes, for every opts.threads. Memory is bounded as stated at kPrepareBatchBytes. Shards of
+// the same prefix left over from an earlier run with more shards
 // (NAME_split_NNNNNN.bin with higher numbers) are removed, so a glob never mixes two runs.
 StatusOr<PrepareSummary> Prepare(const PrepareOptions& opts, const Tokenizer& tokenizer);
 

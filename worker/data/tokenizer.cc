@@ -1,5 +1,7 @@
 #include "worker/data/tokenizer.h"
 
+#include <algorithm>
+
 #include "worker/data/gpt2_tokenizer.h"
 
 namespace rdattn::data {
@@ -31,6 +33,10 @@ class ByteTokenizer final : public Tokenizer {
     }
     return s;
   }
+  // Every byte is its own id: any point cuts.
+  size_t LastCutPoint(std::string_view text, size_t lo) const override {
+    return text.size() >= std::max<size_t>(lo, 1) ? text.size() : 0;
+  }
   uint32_t eot() const override { return 256; }
   uint32_t vocab_size() const override { return 257; }
   std::string name() const override { return "byte"; }
@@ -42,6 +48,8 @@ void Tokenizer::EncodeAppend(std::string_view text, std::vector<uint32_t>* out) 
   const std::vector<uint32_t> ids = Encode(text);
   out->insert(out->end(), ids.begin(), ids.end());
 }
+
+size_t Tokenizer::LastCutPoint(std::string_view /*text*/, size_t /*lo*/) const { return 0; }
 
 StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& name,
                                                    const std::string& gpt2_vocab_bpe_path) {

@@ -25,6 +25,12 @@ class Tokenizer {
   // across the given ids). EOT decodes as the 13 bytes "<|endoftext|>"; an id >= vocab_size()
   // decodes as U+FFFD.
   virtual std::string Decode(const std::vector<uint32_t>& ids) const = 0;
+  // The largest cut point p, max(lo, 1) <= p <= text.size(), at which text may be cut without
+  // changing any ids whatever follows it: for every string s,
+  //   Encode(text + s) == Encode(text.substr(0, p)) + Encode(text.substr(p) + s).
+  // 0 when there is none. `prepare` uses it to stream a long document in pieces. The default
+  // never cuts (returns 0). Thread-safe.
+  virtual size_t LastCutPoint(std::string_view text, size_t lo) const;
   virtual uint32_t eot() const = 0;
   virtual uint32_t vocab_size() const = 0;
   virtual std::string name() const = 0;
