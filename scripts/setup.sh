@@ -20,7 +20,7 @@ done
 PACKAGES=(
   cmake ninja-build g++ pkg-config ccache git curl ca-certificates python3 xz-utils
   libgtest-dev libgmock-dev libbenchmark-dev
-  libtorch-dev libopenblas0-openmp libgloo-dev
+  libtorch-dev libopenblas0-openmp libgloo-dev python3-torch
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libopenmpi-dev openmpi-bin libsqlite3-dev sqlite3
   nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libcli11-dev libxxhash-dev

@@ -46,7 +46,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +59,7 @@
 #include "model/depth_read.h"
 #include "model/gpt.h"
 #include "tests/bench/bench_common.h"
+#include "tests/bench/bench_eager.h"
 #include "worker/trainer/runtime.h"
 
 namespace {
@@ -127,6 +130,20 @@ struct Options {
   int64_t mpi_batch = 4, mpi_steps = 5;
   int64_t probe_jobs = 2;  // memory probes at a time
   std::string json;
+  // --eager-pytorch: the same arms in tests/bench/eager_peer.py, interleaved (bench_eager.h).
+  bool eager = false;
+  rdattn::bench::EagerPeerCommand eager_cmd = {
+#if defined(RDATTN_BENCH_PYTHON)
+      RDATTN_BENCH_PYTHON,
+#else
+      "python3",
+#endif
+#if defined(RDATTN_BENCH_EAGER_PEER)
+      RDATTN_BENCH_EAGER_PEER,
+#else
+      "tests/bench/eager_peer.py",
+#endif
+  };
 };
 
 // The internal modes: this binary's child processes (bench_train.cc's memory probes, the MPI
@@ -211,6 +228,15 @@ void AddFlags(CLI::App& app, Options& o, Internal& in, std::string& arms) {
   app.add_option("--mpi-steps", o.mpi_steps, "timed steps per arm of the MPI step")
       ->check(rdattn::cli::PositiveInteger());
   app.add_option("--json", o.json, "write every figure to this JSON file");
+  app.add_flag("--eager-pytorch", o.eager,
+               "also time every arm in eager PyTorch (the --eager-peer script under "
+               "--eager-python, a child process), interleaved with rdattn's timings, and print "
+               "rdattn ÷ eager PyTorch per arm (CPU only)");
+  app.add_option("--eager-python", o.eager_cmd.python,
+                 "the python3 of --eager-pytorch (it must import Debian's python3-torch)")
+      ->capture_default_str();
+  app.add_option("--eager-peer", o.eager_cmd.script, "the peer script of --eager-pytorch")
+      ->capture_default_str();
 
   const std::string internal = "Internal modes (child processes of this binary)";
   app.add_option("--memory-probe", in.probe,
@@ -282,6 +308,125 @@ double MedianRoundRatio(const ArmResult& a, const ArmResult& b) {
   return n % 2 == 1 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
 }
 
+// --eager-pytorch (bench_eager.h). The losses of rdattn and of the peer on the same steps from
+// the same weights and batch: the init loss (a forward before any step) and each warm-up step's.
+struct EagerLosses {
+  std::vector<std::pair<double, double>> pairs;  // (rdattn, peer)
+  void Add(double rdattn, double peer) { pairs.emplace_back(rdattn, peer); }
+  double MaxRelDiff() const {
+    double m = 0;
+    for (const auto& [a, b] : pairs)
+      m = std::max(m,
+                   std::isfinite(a) && std::isfinite(b) ? std::abs(a - b) / std::abs(a) : HUGE_VAL);
+    return m;
+  }
+};
+// Float32 rounding and op order move the two losses apart by at most 3e-7 relative over the
+// first 8 steps at tiny, cpu-small and cpu-bench here; peers that differ in one thing moved them
+// by 3e-4 (the depth keys without their RMSNorm, the block boundary one layer late) or, after 8
+// steps, 5e-5 (rd's V route reading with q_attn, cpu-small). Only the first kEagerLossSteps
+// warm-up steps are compared: later, float32 chaos alone would grow past the tolerance.
+constexpr double kEagerLossTolerance = 1e-5;
+constexpr int64_t kEagerLossSteps = 8;
+
+double InitLoss(rdattn::model::Gpt& m, const at::Tensor& batch) {
+  c10::NoGradGuard no_grad;
+  const int64_t T = batch.size(1) - 1;
+  return rdattn::model::GptImpl::Loss(m->forward(batch.narrow(1, 0, T)), batch.narrow(1, 1, T))
+      .item<double>();
+}
+
+// The first word of a BlasCore() text ("SkylakeX (set by rdattn: …)" → "SkylakeX").
+std::string CoreName(const std::string& text) { return text.substr(0, text.find(' ')); }
+
+// The peer runs the same OpenBLAS core with the same threads, and each arm has rdattn's
+// parameter count. Returns "" or what differs.
+std::string CheckEagerPeer(const nlohmann::json& info, const std::string& blas_core,
+                           int64_t threads, const std::map<Arm, ArmResult>& res) {
+  const std::string peer_core = info.value("blas_core", "");
+  if (CoreName(peer_core) != CoreName(blas_core))
+    return "the peer runs OpenBLAS core '" + peer_core + "', rdattn '" + blas_core + "'";
+  if (info.value("threads", int64_t{-1}) != threads)
+    return "the peer runs " + info.value("threads", nlohmann::json()).dump() + " threads, rdattn " +
+           std::to_string(threads);
+  for (const auto& [arm, r] : res) {
+    const auto& a = info["arms"];
+    if (!a.contains(Name(arm)) || a[Name(arm)].value("params", int64_t{-1}) != r.params)
+      return "arm " + Name(arm) + " has " +
+             (a.contains(Name(arm)) ? a[Name(arm)]["params"].dump() : std::string("no")) +
+             " parameters in the peer, " + std::to_string(r.params) + " in rdattn";
+  }
+  return "";
+}
+
+nlohmann::json EagerJson(const nlohmann::json& info, const std::vector<Arm>& arms,
+                         const std::map<Arm, ArmResult>& res, const std::map<Arm, ArmResult>& eager,
+                         const std::map<Arm, EagerLosses>& losses) {
+  nlohmann::json j = {{"torch", info.value("torch", "")},
+                      {"blas_core", info.value("blas_core", "")},
+                      {"threads", info.value("threads", int64_t{0})},
+                      {"retain_freed_memory", info.value("retain_freed_memory", false)},
+                      {"loss_tolerance", kEagerLossTolerance},
+                      {"arms", nlohmann::json::object()},
+                      {"ratios", nlohmann::json::object()}};
+  for (Arm arm : arms) {
+    const ArmResult& r = res.at(arm);
+    const ArmResult& e = eager.at(arm);
+    const EagerLosses& l = losses.at(arm);
+    const double ratio = Ratio(r.tokens_per_second(), e.tokens_per_second());
+    const double median = MedianRoundRatio(r, e);
+    j["arms"][Name(arm)] = {
+        {"tokens_per_second", e.tokens_per_second()},
+        {"ms_per_step", 1000.0 * e.seconds / static_cast<double>(std::max<int64_t>(1, e.steps))},
+        {"timed_steps", e.steps},
+        {"params", e.params},
+        {"init_loss", l.pairs.front().second},
+        {"rdattn_init_loss", l.pairs.front().first},
+        {"compared_losses", l.pairs.size()},
+        {"loss_max_rel_diff", l.MaxRelDiff()}};
+    j["ratios"][Name(arm) + "_over_eager_pytorch_tokens_per_second"] = ratio;
+    j["ratios"][Name(arm) + "_over_eager_pytorch_tokens_per_second_round_median"] = median;
+  }
+  return j;
+}
+
+void PrintEager(const nlohmann::json& j, const std::vector<Arm>& arms) {
+  std::printf(
+      "eager PyTorch peer (torch %s, OpenBLAS %s, %lld thread(s), same weights and batch):\n",
+      j["torch"].get<std::string>().c_str(), j["blas_core"].get<std::string>().c_str(),
+      (long long)j["threads"].get<int64_t>());
+  std::printf("%-9s %10s %9s %10s %12s %11s %16s\n", "arm", "tokens/s", "ms/step", "params",
+              "init_loss", "loss_diff", "rdattn/eager");
+  for (Arm arm : arms) {
+    const auto& a = j["arms"][Name(arm)];
+    const auto& r = j["ratios"];
+    std::printf("%-9s %10.1f %9.1f %10lld %12.6f %11.2e %8.3f (%.3f)\n", Name(arm).c_str(),
+                a["tokens_per_second"].get<double>(), a["ms_per_step"].get<double>(),
+                (long long)a["params"].get<int64_t>(), a["init_loss"].get<double>(),
+                a["loss_max_rel_diff"].get<double>(),
+                r[Name(arm) + "_over_eager_pytorch_tokens_per_second"].get<double>(),
+                r[Name(arm) + "_over_eager_pytorch_tokens_per_second_round_median"].get<double>());
+  }
+}
+
+void PrintEagerSummary(const nlohmann::json& summary, const std::vector<std::string>& presets,
+                       const std::vector<Arm>& arms) {
+  std::printf(
+      "\nrdattn ÷ eager PyTorch, tokens/s (ratio of totals, median of the rounds' ratios):\n");
+  std::printf("%-10s", "preset");
+  for (Arm arm : arms) std::printf(" %17s", Name(arm).c_str());
+  std::printf("\n");
+  for (const std::string& p : presets) {
+    std::printf("%-10s", p.c_str());
+    for (Arm arm : arms)
+      std::printf("     %.3f (%.3f)",
+                  summary[p][Name(arm) + "_over_eager_pytorch_tokens_per_second"].get<double>(),
+                  summary[p][Name(arm) + "_over_eager_pytorch_tokens_per_second_round_median"]
+                      .get<double>());
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int Run(int argc, char** argv) {
@@ -344,6 +489,8 @@ int Run(int argc, char** argv) {
   if (!rdattn::model::Preset(o.mpi_preset, Arm::kBlock))
     return usage("--mpi-preset: unknown preset '" + o.mpi_preset + "'");
   if (dev.cuda()) o.mpi = false;  // the MPI step is the CPU data-parallel path
+  if (dev.cuda() && o.eager)
+    return usage("--eager-pytorch: the eager peer runs on the CPU only (--device cpu)");
   if (dev.cuda() && !o.flop_check_set) o.flop_check = false;  // a CPU count; slow at S scale
   if (o.gemm_size <= 0) o.gemm_size = dev.cuda() ? 8192 : 1024;
   at::set_num_threads(static_cast<int>(o.threads));
@@ -386,6 +533,7 @@ int Run(int argc, char** argv) {
                         {"per_preset", nlohmann::json::object()}};
   if (o.peak_flops > 0) out["documented_peak_flops_per_second"] = o.peak_flops;
 
+  nlohmann::json eager_summary = nlohmann::json::object();  // per preset: the ratios
   for (const std::string& preset : o.presets) {
     const auto base = *rdattn::model::Preset(preset, Arm::kBlock);
     const int64_t T = base.context;
@@ -407,10 +555,43 @@ int Run(int argc, char** argv) {
       if (o.flop_check) r.measured = bench::CountMatmulFlops(cfg, 1);
     }
     const at::Tensor batch = bench::RandomBatch(base, o.batch, 1, dev);
-    // Warm-up: allocator, BLAS pools, cuBLAS heuristics.
+    // --eager-pytorch: the peer builds the same arms from the same seed on the same batch.
+    bench::EagerPeer peer;
+    std::map<Arm, ArmResult> eager_res;
+    std::map<Arm, EagerLosses> eager_losses;
+    if (o.eager) {
+      if (const std::string err = peer.Start(o.eager_cmd, preset, base, o.arms, o.batch, o.threads);
+          !err.empty())
+        throw std::runtime_error("--eager-pytorch: " + err);
+      if (const std::string err = CheckEagerPeer(peer.info(), blas_core, o.threads, res);
+          !err.empty())
+        throw std::runtime_error("--eager-pytorch, preset " + preset + ": " + err);
+      for (Arm arm : o.arms) {
+        eager_res[arm].params = peer.info()["arms"][Name(arm)]["params"].get<int64_t>();
+        eager_losses[arm].Add(InitLoss(models.at(arm), batch),
+                              peer.info()["arms"][Name(arm)]["init_loss"].get<double>());
+      }
+    }
+    // Warm-up: allocator, BLAS pools, cuBLAS heuristics. With the peer, each step's loss is
+    // compared with the peer's (same weights, same batch: equal up to float32 rounding).
     for (int64_t w = 0; w < o.warmup; ++w)
-      for (Arm arm : o.arms) bench::FullStep(models.at(arm), *opts.at(arm), batch, dev);
+      for (Arm arm : o.arms) {
+        const at::Tensor loss = bench::FullStep(models.at(arm), *opts.at(arm), batch, dev);
+        if (!o.eager) continue;
+        double seconds = 0;
+        std::vector<double> losses;
+        if (const std::string err = peer.Step(arm, 1, &seconds, &losses); !err.empty())
+          throw std::runtime_error("--eager-pytorch: " + err);
+        if (w < kEagerLossSteps) eager_losses[arm].Add(loss.item<double>(), losses.at(0));
+      }
     bench::Sync(dev);
+    for (const auto& [arm, l] : eager_losses)
+      if (!(l.MaxRelDiff() <= kEagerLossTolerance))
+        throw std::runtime_error("--eager-pytorch, preset " + preset + ", arm " + Name(arm) +
+                                 ": the peer's losses differ from rdattn's by " +
+                                 std::to_string(l.MaxRelDiff()) + " (relative; tolerance " +
+                                 std::to_string(kEagerLossTolerance) +
+                                 "): it does not compute the same model");
     const size_t n_arms = o.arms.size();
     for (int64_t round = 0; round < o.rounds; ++round) {
       // Round 2j runs the arms from the j-th on, round 2j+1 the same order backwards: over
@@ -440,6 +621,17 @@ int Run(int argc, char** argv) {
         // The arm's own timing and its comparison timings (the op-by-op depth read, LibTorch's
         // bmm) run back to back; on odd rounds the comparisons come first, for the same reason.
         auto comparisons = [&] {
+          if (o.eager) {
+            double seconds = 0;
+            std::vector<double> losses;
+            if (const std::string err = peer.Step(arm, o.steps, &seconds, &losses); !err.empty())
+              throw std::runtime_error("--eager-pytorch: " + err);
+            ArmResult& e = eager_res[arm];
+            e.seconds += seconds;
+            e.round_seconds.push_back(seconds);
+            e.tokens += o.steps * o.batch * T;
+            e.steps += o.steps;
+          }
           if (o.depth_read_ops && rdattn::model::HasDepthRead(arm)) {
             rdattn::model::SetDepthReadCpuKernel(false);
             timed(ops_res[arm]);
@@ -456,6 +648,7 @@ int Run(int argc, char** argv) {
         if (round % 2 == 0) comparisons();
       }
     }
+    peer.Stop();  // before the memory probes: its process holds its models
     // After the timings, so that the probes' processes do not slow the timed steps.
     if (o.memory) {
       const std::vector<bench::MemoryFigures> mem = bench::ProbeMemoryInChildren(
@@ -607,10 +800,21 @@ int Run(int argc, char** argv) {
       std::printf("\n");
       pj["attention_aten_bmm"] = speedup;
     }
+    if (o.eager) {
+      pj["eager_pytorch"] = EagerJson(peer.info(), o.arms, res, eager_res, eager_losses);
+      for (const auto& [key, value] : pj["eager_pytorch"]["ratios"].items()) pj[key] = value;
+      eager_summary[preset] = pj["eager_pytorch"]["ratios"];
+      PrintEager(pj["eager_pytorch"], o.arms);
+    }
     out["per_preset"][preset] = pj;
   }
 
   // Top level: the primary preset's ratios.
+  if (o.eager) {
+    PrintEagerSummary(eager_summary, o.presets, o.arms);
+    for (const auto& [key, value] : eager_summary[o.primary].items()) out[key] = value;
+    out["rdattn_over_eager_pytorch"] = eager_summary;
+  }
   for (const char* key :
        {"rd_over_block_tokens_per_second", "rd_over_block_peak_memory",
         "block_over_standard_tokens_per_second", "block_over_standard_peak_memory",
