@@ -145,6 +145,7 @@ def main():
         with open(out_json) as f:
             res = json.load(f)
         if args.json:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=2)
         if args.check:

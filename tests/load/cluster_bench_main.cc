@@ -207,13 +207,14 @@ class Stats {
   std::atomic<int64_t> lost_leases{0};  // heartbeat answers naming a running lease lost
   // ... naming a lease whose CompleteJob was sent after the heartbeat (a benign race)
   std::atomic<int64_t> lost_after_complete{0};
-  std::atomic<int64_t> aborted{0};        // ABORTED answers (a stale lease)
-  std::atomic<int64_t> cancel_orders{0};  // cancel orders in heartbeat answers (none expected)
-  std::atomic<int64_t> not_succeeded{0};  // CompleteJob(SUCCEEDED) answered another state
-  std::atomic<int64_t> events_sent{0};    // events written on progress streams
-  std::atomic<int64_t> events_stored{0};  // ReportProgressResponse.events_stored, summed
-  std::atomic<int64_t> leases{0};         // leases received (all, repeats included)
-  std::atomic<int64_t> repeat_leases{0};  // leases of a job this run had leased before
+  std::atomic<int64_t> stream_retries{0};  // progress streams opened again after a failure
+  std::atomic<int64_t> aborted{0};         // ABORTED answers (a stale lease)
+  std::atomic<int64_t> cancel_orders{0};   // cancel orders in heartbeat answers (none expected)
+  std::atomic<int64_t> not_succeeded{0};   // CompleteJob(SUCCEEDED) answered another state
+  std::atomic<int64_t> events_sent{0};     // events written on progress streams
+  std::atomic<int64_t> events_stored{0};   // ReportProgressResponse.events_stored, summed
+  std::atomic<int64_t> leases{0};          // leases received (all, repeats included)
+  std::atomic<int64_t> repeat_leases{0};   // leases of a job this run had leased before
 
  private:
   std::mutex mu_;
@@ -753,6 +754,12 @@ struct SimJob {
   bool started = false;
   bool lost = false;
   bool completing = false;  // its stream ended and CompleteJob was sent
+  // Every event written so far (a broken stream is replaced and they are sent again: the
+  // coordinator stores by (job, attempt, seq), as rdattn-worker's relay relies on), whether the
+  // last tick closed the stream, and how many streams broke.
+  std::vector<pb::ReportProgressRequest> events;
+  bool closed = false;
+  int stream_failures = 0;
   std::shared_ptr<ProgressStream> stream;
 };
 
@@ -950,10 +957,7 @@ class SimWorker : public std::enable_shared_from_this<SimWorker> {
     b_.Leased(job->job_id);
     if (b_.stopping) return;  // the run ended (--max-seconds): the job is not run
     auto self = shared_from_this();
-    auto stream = std::make_shared<ProgressStream>(
-        b_, stub_.get(), ToMillis(b_.flags.job_seconds + 60),
-        [self, job](const grpc::Status& st, const pb::ReportProgressResponse& resp,
-                    double close_ms) { self->StreamDone(job, st, resp, close_ms); });
+    auto stream = NewStream(job);
     {
       std::lock_guard<std::mutex> lock(mu_);
       job->stream = std::move(stream);
@@ -964,6 +968,15 @@ class SimWorker : public std::enable_shared_from_this<SimWorker> {
       const Clock::time_point t = job->leased_at + ToMillis(b_.flags.job_seconds * k / kTrainSteps);
       b_.sched->At(t, [self, job, k] { self->Tick(job, k); });
     }
+  }
+
+  // A progress stream for `job`, with rdattn-worker's deadline (stream max age 60 s + 30 s slack).
+  std::shared_ptr<ProgressStream> NewStream(const std::shared_ptr<SimJob>& job) {
+    auto self = shared_from_this();
+    return std::make_shared<ProgressStream>(
+        b_, stub_.get(), std::max(Millis(90000), ToMillis(b_.flags.job_seconds + 30)),
+        [self, job](const grpc::Status& st, const pb::ReportProgressResponse& resp,
+                    double close_ms) { self->StreamDone(job, st, resp, close_ms); });
   }
 
   pb::ReportProgressRequest Event(SimJob& job, pb::MetricEvent::Kind kind, int64_t step,
@@ -1046,8 +1059,14 @@ class SimWorker : public std::enable_shared_from_this<SimWorker> {
         }
       }
     }
-    for (pb::ReportProgressRequest& r : out) job->stream->Write(std::move(r));
-    if (k == kTrainSteps) job->stream->Close();  // never takes the worker's lock
+    for (pb::ReportProgressRequest& r : out) {
+      job->events.push_back(r);
+      job->stream->Write(std::move(r));
+    }
+    if (k == kTrainSteps) {
+      job->closed = true;
+      job->stream->Close();  // never takes the worker's lock
+    }
   }
 
   void StreamDone(const std::shared_ptr<SimJob>& job, const grpc::Status& st,
@@ -1060,10 +1079,25 @@ class SimWorker : public std::enable_shared_from_this<SimWorker> {
     if (lost) return EndJob(job);  // the heartbeat said so; its problem is recorded
     if (!st.ok()) {
       if (b_.stopping && st.error_code() == grpc::StatusCode::CANCELLED) return EndJob(job);
-      if (st.error_code() == grpc::StatusCode::ABORTED) ++b_.stats.aborted;
       b_.stats.Error(kProgress, st, job->job_id);
-      return EndJob(job);
+      if (st.error_code() == grpc::StatusCode::ABORTED) {
+        ++b_.stats.aborted;  // the lease is gone: stop, no CompleteJob (as rdattn-worker)
+        return EndJob(job);
+      }
+      // Any other failure: a new stream resends every event (rdattn-worker's relay resends
+      // what was not acknowledged; nothing is until a stream closes OK), at most 5 times.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (b_.stopping || ++job->stream_failures > 5) {
+        job->stream.reset();
+      } else {
+        ++b_.stats.stream_retries;
+        job->stream = NewStream(job);
+        for (const pb::ReportProgressRequest& r : job->events) job->stream->Write(r);
+        if (job->closed) job->stream->Close();
+        return;
+      }
     }
+    if (!st.ok()) return EndJob(job);
     if (close_ms >= 0) b_.stats.Add(kProgress, close_ms);
     b_.stats.events_stored += resp.events_stored();
     pb::CompleteJobRequest req;
@@ -1775,6 +1809,7 @@ int main(int argc, char** argv) {
   Clock::time_point next_print = Clock::now() + Millis(10000);
   bool timed_out = false;
   std::string sweep_end;
+  Clock::time_point succeeded_seen;  // when GetSweep first said SUCCEEDED
   while (!sweep_id.empty() && b.succeeded() < f.jobs) {
     if (Clock::now() >= deadline) {
       timed_out = true;
@@ -1795,13 +1830,25 @@ int main(int argc, char** argv) {
       req.set_sweep_id(sweep_id);
       req.set_view(pb::SWEEP_VIEW_BASIC);
       pb::GetSweepResponse resp;
-      if (sweeps->GetSweep(&ctx, req, &resp).ok() &&
-          (resp.sweep().state() == pb::SWEEP_STATE_FAILED ||
-           resp.sweep().state() == pb::SWEEP_STATE_CANCELLED ||
-           (resp.sweep().state() == pb::SWEEP_STATE_SUCCEEDED && b.succeeded() < f.jobs))) {
-        // SUCCEEDED while this tool counted fewer: a CompleteJob answer was lost (an error).
-        sweep_end = pb::SweepState_Name(resp.sweep().state());
+      const bool ok = sweeps->GetSweep(&ctx, req, &resp).ok();
+      const pb::SweepState state = resp.sweep().state();
+      if (ok && (state == pb::SWEEP_STATE_FAILED || state == pb::SWEEP_STATE_CANCELLED)) {
+        sweep_end = pb::SweepState_Name(state);
         break;
+      }
+      // SUCCEEDED while this tool counted fewer: the last CompleteJob answers are on their way
+      // (the store committed them first). Past their deadline one was lost.
+      if (ok && state == pb::SWEEP_STATE_SUCCEEDED) {
+        if (succeeded_seen == Clock::time_point()) {
+          succeeded_seen = Clock::now();
+          next_check = Clock::now() + Millis(1000);
+        } else if (Clock::now() > succeeded_seen + ToMillis(f.rpc_timeout + 10)) {
+          sweep_end = "SUCCEEDED while " + std::to_string(b.succeeded()) +
+                      " CompleteJob answers said SUCCEEDED";
+          break;
+        } else {
+          next_check = Clock::now() + Millis(1000);
+        }
       }
     }
     std::this_thread::sleep_for(Millis(50));
@@ -1895,12 +1942,14 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "spurious expiries: lease expiries (metric) %s, leases lost in heartbeats %lld (and %lld "
-      "completed meanwhile), ABORTED %lld, jobs leased again %lld, jobs with attempts > 1: %d\n",
+      "completed meanwhile), ABORTED %lld, jobs leased again %lld, jobs with attempts > 1: %d; "
+      "progress streams opened again %lld\n",
       expiries < 0 ? "n/a" : std::to_string(static_cast<int64_t>(expiries)).c_str(),
       static_cast<long long>(b.stats.lost_leases.load()),
       static_cast<long long>(b.stats.lost_after_complete.load()),
       static_cast<long long>(b.stats.aborted.load()),
-      static_cast<long long>(b.stats.repeat_leases.load()), v.attempts_gt1);
+      static_cast<long long>(b.stats.repeat_leases.load()), v.attempts_gt1,
+      static_cast<long long>(b.stats.stream_retries.load()));
   if (!metrics_error.empty()) std::printf("metrics: %s\n", metrics_error.c_str());
   std::printf(
       "verify: %d jobs read back (%d GetSweep pages): %d SUCCEEDED, %d with their own NLL\n",
@@ -1992,6 +2041,7 @@ int main(int argc, char** argv) {
                      {"lost_leases", b.stats.lost_leases.load()},
                      {"lost_after_complete", b.stats.lost_after_complete.load()},
                      {"aborted", b.stats.aborted.load()},
+                     {"stream_retries", b.stats.stream_retries.load()},
                      {"repeat_leases", b.stats.repeat_leases.load()},
                      {"cancel_orders", b.stats.cancel_orders.load()},
                      {"not_succeeded", b.stats.not_succeeded.load()},
