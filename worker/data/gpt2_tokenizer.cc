@@ -83,8 +83,9 @@ constexpr char kPattern[] =
 // Pieces at most this long go through the cache; longer ones use the heap BPE when long enough.
 constexpr size_t kMaxCachedPiece = 64;
 constexpr size_t kHeapBpeThreshold = 128;
-// Per thread. 2^17 entries: about 12 MiB per thread (key, ids and hash-node overhead).
-constexpr size_t kMaxCacheEntries = size_t{1} << 17;
+// Per thread. 2^16 entries: at most about 16 MiB per thread (a key of up to 64 bytes, its ids
+// and the hash node), typically 6 MiB.
+constexpr size_t kMaxCacheEntries = size_t{1} << 16;
 
 std::atomic<uint64_t> g_next_instance_id{1};
 
