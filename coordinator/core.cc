@@ -50,35 +50,44 @@ Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options
       store_(std::move(store)),
       rng_(options_.rng_seed != 0 ? options_.rng_seed : std::random_device{}()) {
   started_us_ = NowMicros();
+  dispatcher_ = std::thread([this] { DispatchLoop(); });
 }
 
 Core::~Core() { Shutdown(); }
 
 void Core::StartReaper() {
   absl::MutexLock lock(&mu_);
-  if (reaper_.joinable() || shutting_down_) return;
-  reaper_ = std::thread([this] { ReaperLoop(); });
+  if (reaping_ || shutting_down_) return;
+  reaping_ = true;
+  next_reap_ = absl::Now() + options_.reap_interval;
+  dispatch_cv_.Signal();
 }
 
 void Core::Shutdown() {
+  std::vector<std::function<void()>> answers;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
-    work_cv_.SignalAll();
     for (auto& [sweep_id, w] : watches_) w.cv.SignalAll();
-    reaper_cv_.SignalAll();
+    dispatch_cv_.SignalAll();
   }
-  if (reaper_.joinable()) reaper_.join();
-}
-
-void Core::ReaperLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!shutting_down_) {
-    reaper_cv_.WaitWithTimeout(&mu_, options_.reap_interval);
-    if (shutting_down_) break;
-    StatusOr<int> expired = ExpireLeasesLocked();
-    if (!expired.ok()) RDATTN_LOG(kError) << "lease reaper: " << expired.status().ToString();
+  if (dispatcher_.joinable()) dispatcher_.join();
+  {
+    // The dispatch thread has stopped: answer what it left.
+    absl::MutexLock lock(&mu_);
+    for (Op& op : ops_) {
+      answers.push_back(
+          [f = std::move(op.finish)] { f(UnavailableError("the coordinator is shutting down")); });
+    }
+    ops_.clear();
+    for (const std::shared_ptr<LeaseWait>& w : waiters_) {
+      if (w->answered) continue;
+      w->answered = true;
+      answers.push_back([w] { w->done(pb::LeaseJobResponse()); });
+    }
+    waiters_.clear();
   }
+  for (auto& a : answers) a();
 }
 
 int64_t Core::NowMicros() const { return absl::ToUnixMicros(clock_->Now()); }
@@ -114,7 +123,7 @@ StatusOr<bool> Core::AppendEvent(EventRow& row) {
 
 void Core::NotifyWork() {
   ++work_gen_;
-  work_cv_.SignalAll();
+  dispatch_cv_.Signal();
 }
 
 // --- the scheduling state in memory ---------------------------------------------------------
@@ -130,6 +139,13 @@ void Core::InvalidateMemoryState() {
   queue_.Clear();
   workers_.clear();
   facts_.clear();
+}
+
+Status Core::InSavepoint(const std::function<Status()>& fn) {
+  const uint64_t changes = memory_changes_;
+  Status st = store_->Savepoint(fn);
+  if (!st.ok() && memory_changes_ != changes) InvalidateMemoryState();
+  return st;
 }
 
 Status Core::EnsureMemoryState() {
@@ -151,6 +167,7 @@ Status Core::EnsureMemoryState() {
 }
 
 void Core::OnJobChanged(const JobRow& job, JobState from, bool inserted) {
+  ++memory_changes_;
   if (memory_valid_) {
     if (job.state == JobState::kPending) {
       PendingJob p;
@@ -202,6 +219,7 @@ void Core::OnJobChanged(const JobRow& job, JobState from, bool inserted) {
 
 void Core::OnWorkerSeen(const std::string& id, HardwareKind kind, int free_slots, int64_t now_us) {
   if (!memory_valid_) return;
+  ++memory_changes_;
   LiveWorker& w = workers_[id];
   w.kind = kind;
   w.free_slots = free_slots;
@@ -245,7 +263,10 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
         job.lease_expiry_us = now + absl::ToInt64Microseconds(options_.lease_ttl);
         job.worker_id = ctx.worker != nullptr ? ctx.worker->id : "";
         job.worker_kind = ctx.worker != nullptr ? ctx.worker->kind : HardwareKind::kAny;
-        if (memory_valid_) queue_.AddGroupKind(job.pair_group, job.worker_kind);
+        if (memory_valid_) {
+          ++memory_changes_;
+          queue_.AddGroupKind(job.pair_group, job.worker_kind);
+        }
         AttemptRow a;
         a.job_id = job.id;
         a.attempt = job.attempts;

@@ -3,9 +3,14 @@
 // assigns ids and leases, fans events out to watchers and expires leases (the reaper thread).
 // service.cc only authenticates, calls one method here and maps the Status to gRPC.
 //
-// Thread-safe: one mutex serializes every store access (one SQLite connection). Long waits
-// (LeaseJob's long poll, WatchSweep) wait on condition variables with that mutex released, in
-// real-time slices so that they notice a cancelled call and Shutdown() promptly. Leases and
+// Thread-safe: one mutex serializes every store access (one SQLite connection). The
+// WorkerService's writes arrive as operations on a queue (the *Async methods, which the gRPC
+// callback handlers call): one dispatch thread applies every queued operation in one
+// transaction (group commit; each operation in its own savepoint), then matches waiting
+// LeaseJob polls with pending jobs (one waiter per available job: no thundering herd, no
+// polling), expires leases (after the heartbeats that arrived before), and answers the calls
+// outside the mutex. A waiting poll holds no thread. docs/coordinator.md "Scheduling data
+// structures". WatchSweep waits on a condition variable with the mutex released. Leases and
 // timestamps use the injected Clock.
 #pragma once
 
@@ -13,8 +18,11 @@
 #include <absl/synchronization/mutex.h>
 #include <absl/time/time.h>
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -102,10 +110,11 @@ class Core {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
-  // Starts the reaper thread (expires leases every reap_interval). Tests may instead call
-  // ExpireLeases() directly.
+  // Makes the dispatch thread expire leases every reap_interval (after applying the
+  // operations queued before). Tests may instead call ExpireLeases() directly.
   void StartReaper();
-  // Wakes every long poll and watch (they return) and stops the reaper. Idempotent.
+  // Answers every long poll (no job) and queued operation (UNAVAILABLE), ends every watch,
+  // and stops the dispatch thread. Idempotent.
   void Shutdown();
 
   const CoreOptions& options() const { return options_; }
@@ -146,6 +155,39 @@ class Core {
                                           const pb::MetricEvent& event);
   StatusOr<pb::CompleteJobResponse> CompleteJob(const pb::CompleteJobRequest& req);
 
+  // --- WorkerService, asynchronous (the gRPC handlers): the same answers as the methods above,
+  // applied by the dispatch thread in group commits. `done` is called exactly once, never with
+  // the core's mutex held, possibly before the call returns.
+  template <typename T>
+  using Done = std::function<void(StatusOr<T>)>;
+  void HeartbeatAsync(const pb::HeartbeatRequest& req, Done<pb::HeartbeatResponse> done);
+  void RecordProgressAsync(const std::string& lease_id, const pb::MetricEvent& event,
+                           Done<ProgressResult> done);
+  void CompleteJobAsync(const pb::CompleteJobRequest& req, Done<pb::CompleteJobResponse> done);
+  // A LeaseJob long poll. It waits up to min(req.wait, max_lease_wait) and never past
+  // `call_deadline` (the RPC's deadline); it is answered with no job when it ends without one
+  // or when CancelLeaseWait() says the caller left. A caller that left is never leased a job:
+  // that is checked before a job is taken and again, inside the transaction, after.
+  struct LeaseWait;
+  // `caller_left` (optional) is asked by the dispatch thread too, at least every wait_slice.
+  std::shared_ptr<LeaseWait> LeaseJobAsync(const pb::LeaseJobRequest& req, absl::Time call_deadline,
+                                           Done<pb::LeaseJobResponse> done,
+                                           CancelledFn caller_left = nullptr);
+  void CancelLeaseWait(const std::shared_ptr<LeaseWait>& wait);
+  struct LeaseWait {
+    pb::LeaseJobRequest req;
+    WorkerRow worker;               // as registered (set when the poll is admitted)
+    absl::Time wait_end;            // real time: answered with no job then
+    absl::Time call_deadline;       // real time: the RPC's deadline
+    std::atomic<bool> left{false};  // the caller left (CancelLeaseWait)
+    CancelledFn caller_left;        // also asked, only by the dispatch thread
+    Done<pb::LeaseJobResponse> done;
+    bool answered = false;  // guarded by the core's mutex
+    // work generation at its last offer (guarded by the core's mutex); it is offered again
+    // only when the generation moves (a job became PENDING or left a backoff).
+    uint64_t tried_gen = ~uint64_t{0};
+  };
+
   // Ends every lease past its expiry (requeue, or FAILED after max_attempts, or CANCELLED
   // when a cancel was pending). Returns how many. The reaper calls it.
   StatusOr<int> ExpireLeases();
@@ -154,7 +196,7 @@ class Core {
   // tests that must know a poll is waiting before they make work appear.
   int WaitingLeasePolls() {
     absl::MutexLock lock(&mu_);
-    return waiting_lease_polls_;
+    return static_cast<int>(waiters_.size());
   }
 
   // The gauges' view of the store (one consistent read). A terminal sweep is in sweep_jobs
@@ -199,15 +241,42 @@ class Core {
   // (0: none), at which a waiting poll asks again. `caller_left` is asked once more after the
   // job is taken, inside the transaction: when the caller has gone (cancelled, past its
   // deadline) the lease is rolled back, so no job is LEASED to nobody, and nullopt is returned.
-  StatusOr<std::optional<pb::LeaseJobResponse>> TryLease(const WorkerRow& worker, int free_slots,
-                                                         int64_t* backoff_end_us,
-                                                         const CancelledFn& caller_left)
+  StatusOr<std::optional<pb::LeaseJobResponse>> TryLeaseInTx(const WorkerRow& worker,
+                                                             int free_slots,
+                                                             const ClusterView& cluster,
+                                                             const CancelledFn& caller_left)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bodies of the WorkerService calls, inside an open transaction.
+  StatusOr<pb::HeartbeatResponse> HeartbeatInTx(const pb::HeartbeatRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<ProgressResult> RecordProgressInTx(const std::string& lease_id,
+                                              const pb::MetricEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<pb::CompleteJobResponse> CompleteJobInTx(const pb::CompleteJobRequest& req,
+                                                    JobEvent event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- The dispatch thread (docs/coordinator.md "Scheduling data structures").
+  struct Op {
+    // Runs inside the round's transaction (in a savepoint of its own); its status goes to
+    // `finish` after the commit (or the commit's error).
+    std::function<Status()> apply;
+    std::function<void(const Status&)> finish;  // outside mu_
+  };
+  void Enqueue(Op op) ABSL_LOCKS_EXCLUDED(mu_);
+  void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // One round: the queued operations, lease expiry when due, then matching. Returns what to
+  // call once mu_ is released.
+  std::vector<std::function<void()>> DispatchRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `fn` in a savepoint: its writes are undone when it fails, and the memory state is
+  // marked stale when it changed.
+  Status InSavepoint(const std::function<Status()>& fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<int> ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The body of ExpireLeasesLocked inside an open transaction: leases expired, jobs requeued.
+  Status ExpireLeasesInTx(int* expired, int* retried) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId(const std::string& prefix, int hex_digits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMicros() const;
   absl::Duration WorkerLiveness() const;
-  void ReaperLoop();
 
   // What a job lacks for SUCCEEDED (docs/operations.md, "What SUCCEEDED guarantees"): "" when
   // it has every milestone's val NLL and, with test shards, its test NLL.
@@ -250,10 +319,17 @@ class Core {
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(mu_);  // never null
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  // Waiters re-query the store only when a generation moved (not on every wait slice).
-  uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;        // NotifyWork() calls
-  int waiting_lease_polls_ ABSL_GUARDED_BY(mu_) = 0;  // see WaitingLeasePolls()
-  absl::CondVar work_cv_;                             // work_gen_ moved
+  // The dispatch thread's inputs: queued operations, waiting polls, and the work generation
+  // (NotifyWork() calls: a job became PENDING or a worker freed slots) it last matched at.
+  uint64_t work_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t matched_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Op> ops_ ABSL_GUARDED_BY(mu_);
+  std::list<std::shared_ptr<LeaseWait>> waiters_ ABSL_GUARDED_BY(mu_);  // oldest first
+  bool reaping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time next_reap_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t memory_changes_ ABSL_GUARDED_BY(mu_) = 0;  // OnJobChanged/OnWorkerSeen calls
+  absl::CondVar dispatch_cv_;                         // something for the dispatch thread
+  std::thread dispatcher_;
   // The watches of one sweep. An event wakes only its own sweep's watches: one CondVar for all
   // of them made every stored event wake (and re-query) every watch of every sweep.
   struct SweepWatches {
@@ -262,13 +338,11 @@ class Core {
     absl::CondVar cv;  // gen moved, or shutdown
   };
   std::map<std::string, SweepWatches> watches_ ABSL_GUARDED_BY(mu_);  // by sweep id
-  absl::CondVar reaper_cv_;                                           // shutdown
   bool memory_valid_ ABSL_GUARDED_BY(mu_) = false;
   PendingQueue queue_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LiveWorker> workers_ ABSL_GUARDED_BY(mu_);  // by id
   std::map<std::string, SweepFacts> facts_ ABSL_GUARDED_BY(mu_);    // by sweep id (cache)
   std::map<std::string, std::vector<int64_t>> milestones_ ABSL_GUARDED_BY(mu_);  // by job id
-  std::thread reaper_;
 };
 
 }  // namespace rdattn::coordinator

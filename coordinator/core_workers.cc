@@ -10,6 +10,7 @@
 #include "coordinator/data_identity.h"
 
 #include <absl/cleanup/cleanup.h>
+#include <absl/synchronization/notification.h>
 #include "common/log.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
@@ -110,27 +111,17 @@ StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWork
   return resp;
 }
 
-StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& worker,
-                                                             int free_slots,
-                                                             int64_t* backoff_end_us,
-                                                             const CancelledFn& caller_left) {
+StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLeaseInTx(const WorkerRow& worker,
+                                                                 int free_slots,
+                                                                 const ClusterView& cluster,
+                                                                 const CancelledFn& caller_left) {
   std::optional<pb::LeaseJobResponse> out;
-  *backoff_end_us = 0;
   bool withdrawn = false;  // the caller left after the job was taken: rolled back
-  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
-  Status st = Tx([&]() -> Status {
-    const int64_t now = NowMicros();
-    RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker.id, now, free_slots));
-    OnWorkerSeen(worker.id, worker.kind, free_slots, now);
+  // A caller that has left (cancelled, past its deadline) is given nothing: asked before a job
+  // is taken, and again after it is taken (then the savepoint undoes the lease).
+  if (caller_left && caller_left()) return out;
+  Status st = InSavepoint([&]() -> Status {
     if (queue_.size() == 0) return Status::Ok();
-    ClusterView cluster;
-    cluster.now_us = now;
-    const int64_t live_since = now - absl::ToInt64Microseconds(WorkerLiveness());
-    for (const auto& [id, w] : workers_) {
-      if (w.last_seen_us < live_since) continue;
-      cluster.live_workers[w.kind] += 1;
-      if (id != worker.id) cluster.live.push_back(OtherWorker{id, w.kind, w.free_slots});
-    }
     WorkerOffer offer;
     offer.worker_id = worker.id;
     offer.free_slots = free_slots;
@@ -139,10 +130,7 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     std::optional<JobRow> picked;
     while (!picked) {
       std::optional<PendingJob> pick = queue_.Pick(offer, cluster);
-      if (!pick) {
-        *backoff_end_us = queue_.NextBackoffEnd(now);
-        return Status::Ok();
-      }
+      if (!pick) return Status::Ok();
       // A job whose stored row or results fail their checksums is not leased (a rerun would
       // be told to skip milestones it cannot trust), and it must not stop every other job
       // behind it: it stays PENDING, GetSweep names the damage, the next pick goes on. It
@@ -195,64 +183,130 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLease(const WorkerRow& wo
     return std::optional<pb::LeaseJobResponse>();
   }
   RDATTN_RETURN_IF_ERROR(st);
+  if (out) {
+    RDATTN_LOG(kDebug) << "leased " << out->job().job_id() << " to " << worker.id;
+  }
   return out;
+}
+
+namespace {
+Status CheckLeaseJobRequest(const pb::LeaseJobRequest& req) {
+  if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
+  if (req.free_slots() < 0) return InvalidArgumentError("free_slots: must be >= 0");
+  if (FromProto(req.wait()) < absl::ZeroDuration()) {
+    return InvalidArgumentError("wait: must be >= 0");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+std::shared_ptr<Core::LeaseWait> Core::LeaseJobAsync(const pb::LeaseJobRequest& req,
+                                                     absl::Time call_deadline,
+                                                     Done<pb::LeaseJobResponse> done,
+                                                     CancelledFn caller_left) {
+  auto wait = std::make_shared<LeaseWait>();
+  wait->caller_left = std::move(caller_left);
+  Status bad = CheckLeaseJobRequest(req);
+  if (!bad.ok()) {
+    wait->answered = true;
+    done(bad);
+    return wait;
+  }
+  wait->req = req;
+  wait->call_deadline = call_deadline;
+  // The long poll waits in real time; the lease itself uses the injected clock.
+  wait->wait_end = std::min(absl::Now() + std::min(FromProto(req.wait()), options_.max_lease_wait),
+                            call_deadline);
+  wait->done = std::move(done);
+  // Admission (the worker is registered; it is seen now with its free slots) is an operation
+  // of the next round; the round then offers it a job, or it waits among waiters_.
+  auto admitted = std::make_shared<bool>(false);
+  Op op;
+  op.apply = [this, wait, admitted]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
+    RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker,
+                            store_->GetWorker(wait->req.worker_id()));
+    if (!worker) {
+      return NotFoundError("worker " + wait->req.worker_id() +
+                           " is not registered; register again");
+    }
+    const int64_t now = NowMicros();
+    RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker->id, now, wait->req.free_slots()));
+    OnWorkerSeen(worker->id, worker->kind, wait->req.free_slots(), now);
+    wait->worker = std::move(*worker);
+    waiters_.push_back(wait);
+    *admitted = true;
+    return Status::Ok();
+  };
+  op.finish = [wait, admitted](const Status& st) {
+    // OK: admitted; the round answers it. An error before admission (or a commit that failed)
+    // is the answer.
+    if (st.ok()) return;
+    wait->done(st);
+  };
+  Enqueue(std::move(op));
+  return wait;
+}
+
+void Core::CancelLeaseWait(const std::shared_ptr<LeaseWait>& wait) {
+  if (!wait) return;
+  wait->left.store(true);
+  absl::MutexLock lock(&mu_);
+  dispatch_cv_.Signal();  // the next round answers it (no job) and forgets it
 }
 
 StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
                                               const CancelledFn& cancelled) {
-  if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
-  if (req.free_slots() < 0) return InvalidArgumentError("free_slots: must be >= 0");
-  absl::Duration wait = FromProto(req.wait());
-  if (wait < absl::ZeroDuration()) return InvalidArgumentError("wait: must be >= 0");
-  wait = std::min(wait, options_.max_lease_wait);
-  // The long poll waits in real time; the lease itself uses the injected clock.
-  const absl::Time deadline = absl::Now() + wait;
-
-  absl::MutexLock lock(&mu_);
-  RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker, store_->GetWorker(req.worker_id()));
-  if (!worker)
-    return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
-  bool first = true;
-  uint64_t seen_gen = 0;
-  int64_t backoff_end_us = 0;  // a pending job's backoff ends then: ask again
-  bool counted = false;        // this call is in waiting_lease_polls_
-  absl::Cleanup uncount = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (counted) --waiting_lease_polls_;
-  };
-  while (true) {
-    if (shutting_down_) return pb::LeaseJobResponse();
-    // Ask the scheduler at the start and whenever the work generation moved.
-    // A backoff that ended is checked at the next wait slice (the injected clock decides).
-    // A caller that has left (cancelled, past its deadline) is given nothing: asked before
-    // a job is taken, and again inside TryLease's transaction after it is taken.
-    if (cancelled && cancelled()) return pb::LeaseJobResponse();
-    if (first || work_gen_ != seen_gen || (backoff_end_us != 0 && NowMicros() >= backoff_end_us)) {
-      first = false;
-      seen_gen = work_gen_;
-      RDATTN_ASSIGN_OR_RETURN(std::optional<pb::LeaseJobResponse> leased,
-                              TryLease(*worker, req.free_slots(), &backoff_end_us, cancelled));
-      if (leased) return std::move(*leased);
-    }
-    const absl::Time now = absl::Now();
-    if (now >= deadline || (cancelled && cancelled())) return pb::LeaseJobResponse();
-    if (!counted) {
-      counted = true;
-      ++waiting_lease_polls_;
-    }
-    work_cv_.WaitWithDeadline(&mu_, std::min(deadline, now + options_.wait_slice));
-  }
+  RDATTN_RETURN_IF_ERROR(CheckLeaseJobRequest(req));
+  if (cancelled && cancelled()) return pb::LeaseJobResponse();
+  absl::Notification answered;
+  StatusOr<pb::LeaseJobResponse> result = pb::LeaseJobResponse();
+  // The dispatch thread asks `cancelled` (every wait_slice while the poll waits, and inside
+  // the lease's transaction); this thread does not call it again meanwhile.
+  LeaseJobAsync(
+      req, absl::InfiniteFuture(),
+      [&](StatusOr<pb::LeaseJobResponse> r) {
+        result = std::move(r);
+        answered.Notify();
+      },
+      cancelled);
+  answered.WaitForNotification();
+  return result;
 }
 
 StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req) {
   if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
   absl::MutexLock lock(&mu_);
+  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+  StatusOr<pb::HeartbeatResponse> resp = pb::HeartbeatResponse();
+  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status {
+    resp = HeartbeatInTx(req);
+    return resp.status();
+  }));
+  return resp;
+}
+
+void Core::HeartbeatAsync(const pb::HeartbeatRequest& req, Done<pb::HeartbeatResponse> done) {
+  if (req.worker_id().empty()) return done(InvalidArgumentError("worker_id: required"));
+  auto resp = std::make_shared<StatusOr<pb::HeartbeatResponse>>(pb::HeartbeatResponse());
+  Op op;
+  op.apply = [this, req, resp]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
+    *resp = HeartbeatInTx(req);
+    return resp->status();
+  };
+  op.finish = [resp, done = std::move(done)](const Status& st) {
+    if (!st.ok()) return done(st);
+    done(std::move(*resp));
+  };
+  Enqueue(std::move(op));
+}
+
+StatusOr<pb::HeartbeatResponse> Core::HeartbeatInTx(const pb::HeartbeatRequest& req) {
   RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker, store_->GetWorker(req.worker_id()));
   if (!worker)
     return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
   pb::HeartbeatResponse resp;
   const absl::Duration grace = std::min(options_.cancel_grace, options_.lease_ttl / 2);
-  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
-  Status st = Tx([&]() -> Status {
+  Status st = [&]() -> Status {
     const int64_t now = NowMicros();
     RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker->id, now, std::max(0, req.free_slots())));
     OnWorkerSeen(worker->id, worker->kind, std::max(0, req.free_slots()), now);
@@ -292,7 +346,7 @@ StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req)
       renewal->set_last_stored_event_seq(static_cast<uint64_t>(last));
     }
     return Status::Ok();
-  });
+  }();
   RDATTN_RETURN_IF_ERROR(st);
   SetDuration(options_.heartbeat_interval, resp.mutable_heartbeat_interval());
   RDATTN_LOG(kDebug) << "heartbeat from " << worker->id << ": " << req.leases_size() << " leases, "
@@ -301,13 +355,50 @@ StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req)
   return resp;
 }
 
-StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
-                                                    const pb::MetricEvent& event) {
+namespace {
+Status CheckProgress(const std::string& lease_id, const pb::MetricEvent& event) {
   if (lease_id.empty()) return InvalidArgumentError("lease_id: required");
   if (event.seq() == 0) return InvalidArgumentError("event.seq: must be >= 1");
+  return Status::Ok();
+}
+}  // namespace
+
+StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
+                                                    const pb::MetricEvent& event) {
+  RDATTN_RETURN_IF_ERROR(CheckProgress(lease_id, event));
   absl::MutexLock lock(&mu_);
+  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+  StatusOr<ProgressResult> result = ProgressResult();
+  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status {
+    result = RecordProgressInTx(lease_id, event);
+    return result.status();
+  }));
+  if (counters_ != nullptr && result->stored) counters_->MetricEventsStored(1);
+  return result;
+}
+
+void Core::RecordProgressAsync(const std::string& lease_id, const pb::MetricEvent& event,
+                               Done<ProgressResult> done) {
+  Status bad = CheckProgress(lease_id, event);
+  if (!bad.ok()) return done(bad);
+  auto result = std::make_shared<StatusOr<ProgressResult>>(ProgressResult());
+  Op op;
+  op.apply = [this, lease_id, event, result]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
+    *result = RecordProgressInTx(lease_id, event);
+    return result->status();
+  };
+  op.finish = [this, result, done = std::move(done)](const Status& st) {
+    if (!st.ok()) return done(st);
+    if (counters_ != nullptr && (*result)->stored) counters_->MetricEventsStored(1);
+    done(std::move(*result));
+  };
+  Enqueue(std::move(op));
+}
+
+StatusOr<Core::ProgressResult> Core::RecordProgressInTx(const std::string& lease_id,
+                                                        const pb::MetricEvent& event) {
   ProgressResult result;
-  Status st = Tx([&]() -> Status {
+  Status st = [&]() -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(lease_id));
     if (!found) return LeaseNotHeld(lease_id);
     JobRow& job = *found;
@@ -382,13 +473,13 @@ StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
     }
     RDATTN_ASSIGN_OR_RETURN(result.last_seq, store_->MaxMetricSeq(job.id, job.attempts));
     return Status::Ok();
-  });
+  }();
   RDATTN_RETURN_IF_ERROR(st);
-  if (counters_ != nullptr && result.stored) counters_->MetricEventsStored(1);
   return result;
 }
 
-StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest& req) {
+namespace {
+StatusOr<JobEvent> CompleteEvent(const pb::CompleteJobRequest& req) {
   if (req.lease_id().empty()) return InvalidArgumentError("lease_id: required");
   JobEvent event;
   switch (req.outcome()) {
@@ -411,9 +502,44 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
       return InvalidArgumentError(
           "outcome: must be SUCCEEDED, FAILED, CANCELLED, PREEMPTED or MACHINE_FAILED");
   }
+  return event;
+}
+}  // namespace
+
+StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest& req) {
+  RDATTN_ASSIGN_OR_RETURN(JobEvent event, CompleteEvent(req));
   absl::MutexLock lock(&mu_);
+  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+  StatusOr<pb::CompleteJobResponse> resp = pb::CompleteJobResponse();
+  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status {
+    resp = CompleteJobInTx(req, event);
+    return resp.status();
+  }));
+  if (counters_ != nullptr && resp->will_retry()) counters_->JobsRetried(1);
+  return resp;
+}
+
+void Core::CompleteJobAsync(const pb::CompleteJobRequest& req, Done<pb::CompleteJobResponse> done) {
+  StatusOr<JobEvent> event = CompleteEvent(req);
+  if (!event.ok()) return done(event.status());
+  auto resp = std::make_shared<StatusOr<pb::CompleteJobResponse>>(pb::CompleteJobResponse());
+  Op op;
+  op.apply = [this, req, event = *event, resp]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
+    *resp = CompleteJobInTx(req, event);
+    return resp->status();
+  };
+  op.finish = [this, resp, done = std::move(done)](const Status& st) {
+    if (!st.ok()) return done(st);
+    if (counters_ != nullptr && (*resp)->will_retry()) counters_->JobsRetried(1);
+    done(std::move(*resp));
+  };
+  Enqueue(std::move(op));
+}
+
+StatusOr<pb::CompleteJobResponse> Core::CompleteJobInTx(const pb::CompleteJobRequest& req,
+                                                        JobEvent event) {
   pb::CompleteJobResponse resp;
-  Status st = Tx([&]() -> Status {
+  Status st = [&]() -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(req.lease_id()));
     if (!found) return LeaseNotHeld(req.lease_id());
     JobRow& job = *found;
@@ -471,9 +597,8 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest
     resp.set_job_state(ToProto(next));
     resp.set_will_retry(next == JobState::kPending);
     return Status::Ok();
-  });
+  }();
   RDATTN_RETURN_IF_ERROR(st);
-  if (counters_ != nullptr && resp.will_retry()) counters_->JobsRetried(1);
   return resp;
 }
 
@@ -521,32 +646,34 @@ StatusOr<int> Core::ExpireLeases() {
 StatusOr<int> Core::ExpireLeasesLocked() {
   int expired = 0;
   int retried = 0;
-  Status st = Tx([&]() -> Status {
-    expired = 0;
-    retried = 0;
-    // A restarted coordinator gives workers one lease period to reach it before it takes leases.
-    const absl::Duration grace =
-        options_.restart_grace < absl::ZeroDuration() ? options_.lease_ttl : options_.restart_grace;
-    if (NowMicros() < started_us_ + absl::ToInt64Microseconds(grace)) return Status::Ok();
-    RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListExpiredLeases(NowMicros()));
-    for (JobRow& job : jobs) {
-      EventContext ctx;
-      ctx.outcome = "LEASE_EXPIRED";
-      ctx.reason = "lease expired on worker " + job.worker_id + " (attempt " +
-                   std::to_string(job.attempts) + ")";
-      RDATTN_LOG(kWarning) << "job " << job.id << ": " << ctx.reason;
-      RDATTN_ASSIGN_OR_RETURN(JobState next, ApplyJobEvent(job, JobEvent::kLeaseExpired, ctx));
-      ++expired;
-      if (next == JobState::kPending) ++retried;
-    }
-    return Status::Ok();
-  });
-  RDATTN_RETURN_IF_ERROR(st);
+  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status { return ExpireLeasesInTx(&expired, &retried); }));
   if (counters_ != nullptr) {
     if (expired > 0) counters_->LeasesExpired(expired);
     if (retried > 0) counters_->JobsRetried(retried);
   }
   return expired;
+}
+
+Status Core::ExpireLeasesInTx(int* expired, int* retried) {
+  *expired = 0;
+  *retried = 0;
+  // A restarted coordinator gives workers one lease period to reach it before it takes leases.
+  const absl::Duration grace =
+      options_.restart_grace < absl::ZeroDuration() ? options_.lease_ttl : options_.restart_grace;
+  if (NowMicros() < started_us_ + absl::ToInt64Microseconds(grace)) return Status::Ok();
+  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListExpiredLeases(NowMicros()));
+  for (JobRow& job : jobs) {
+    EventContext ctx;
+    ctx.outcome = "LEASE_EXPIRED";
+    ctx.reason = "lease expired on worker " + job.worker_id + " (attempt " +
+                 std::to_string(job.attempts) + ")";
+    RDATTN_LOG(kWarning) << "job " << job.id << ": " << ctx.reason;
+    RDATTN_ASSIGN_OR_RETURN(JobState next, ApplyJobEvent(job, JobEvent::kLeaseExpired, ctx));
+    ++*expired;
+    if (next == JobState::kPending) ++*retried;
+  }
+  return Status::Ok();
 }
 
 StatusOr<StateCounts> Core::ReadStateCounts(absl::Duration retention) {

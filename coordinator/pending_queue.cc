@@ -96,6 +96,12 @@ void PendingQueue::Release(int64_t now_us) {
   }
 }
 
+size_t PendingQueue::ReleaseDue(int64_t now_us) {
+  const size_t before = backoff_.size();
+  Release(now_us);
+  return before - backoff_.size();
+}
+
 int64_t PendingQueue::NextBackoffEnd(int64_t now_us) {
   Release(now_us);
   return backoff_.empty() ? 0 : std::get<0>(*backoff_.begin());

@@ -40,6 +40,8 @@ class PendingQueue {
   // The job PickJob(every pending job, worker, cluster) would pick, with cluster.group_kinds
   // taken from this queue (SetGroupKinds/AddGroupKind); nullopt when none fits.
   std::optional<PendingJob> Pick(const WorkerOffer& worker, const ClusterView& cluster);
+  // Moves the jobs whose backoff ended by now_us to the ready sets; returns how many.
+  size_t ReleaseDue(int64_t now_us);
   // The earliest not_before_us later than now_us; 0 when none.
   int64_t NextBackoffEnd(int64_t now_us);
 

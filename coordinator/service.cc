@@ -1,6 +1,8 @@
 // gRPC handlers: authenticate, call Core, map the Status. Nothing else lives here.
 #include "coordinator/service.h"
 
+#include <absl/synchronization/mutex.h>
+#include <absl/time/time.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -16,14 +18,14 @@
 namespace rdattn::coordinator {
 namespace {
 
-std::optional<std::string_view> AuthorizationHeader(const grpc::ServerContext* ctx) {
+std::optional<std::string_view> AuthorizationHeader(const grpc::ServerContextBase* ctx) {
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
   if (it == md.end()) return std::nullopt;
   return std::string_view(it->second.data(), it->second.size());
 }
 
-StatusOr<Principal> Authorize(const Authenticator& auth, const grpc::ServerContext* ctx,
+StatusOr<Principal> Authorize(const Authenticator& auth, const grpc::ServerContextBase* ctx,
                               ServiceKind service) {
   return auth.Check(AuthorizationHeader(ctx), service);
 }
@@ -35,6 +37,106 @@ grpc::Status Reply(StatusOr<T> result, T* out) {
   *out = std::move(result).value();
   return grpc::Status::OK;
 }
+
+// Finishes a unary reactor with a StatusOr's value (into *out) or its error.
+template <typename T>
+void FinishWith(grpc::ServerUnaryReactor* reactor, StatusOr<T> result, T* out) {
+  reactor->Finish(Reply(std::move(result), out));
+}
+
+// The real time of the call's deadline (infinite when it has none).
+absl::Time CallDeadline(const grpc::CallbackServerContext* ctx) {
+  // gRPC gives "no deadline" as a far-future time point (not always time_point::max()).
+  const auto d = ctx->deadline();
+  const auto now = std::chrono::system_clock::now();
+  if (d >= now + std::chrono::hours(24 * 365)) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
+// LeaseJob: a long poll that holds no thread while it waits (Core::LeaseJobAsync). A call
+// that is cancelled or passes its deadline is told to the core, which answers it with no job
+// and never leases it one.
+class LeaseReactor final : public grpc::ServerUnaryReactor {
+ public:
+  LeaseReactor(Core* core, grpc::CallbackServerContext* ctx, const pb::LeaseJobRequest* req,
+               pb::LeaseJobResponse* resp)
+      : core_(*core) {
+    std::shared_ptr<Core::LeaseWait> wait = core_.LeaseJobAsync(
+        *req, CallDeadline(ctx), [this, resp](StatusOr<pb::LeaseJobResponse> r) {
+          FinishWith<pb::LeaseJobResponse>(this, std::move(r), resp);
+        });
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      wait_ = wait;
+      cancelled = cancelled_;
+    }
+    if (cancelled) core_.CancelLeaseWait(wait);
+  }
+  void OnCancel() override {
+    std::shared_ptr<Core::LeaseWait> wait;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      wait = wait_;
+    }
+    if (wait) core_.CancelLeaseWait(wait);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Core& core_;
+  absl::Mutex mu_;
+  std::shared_ptr<Core::LeaseWait> wait_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// ReportProgress: each message is one queued operation of the core (stored in the dispatch
+// thread's next group commit); the next message is read once it is stored.
+class ProgressReactor final : public grpc::ServerReadReactor<pb::ReportProgressRequest> {
+ public:
+  ProgressReactor(Core* core, pb::ReportProgressResponse* resp, const Status& denied)
+      : core_(*core), resp_(resp) {
+    if (!denied.ok()) {
+      Finish(contract::ToGrpcStatus(denied));
+      return;
+    }
+    StartRead(&msg_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed the stream: every message read has been stored
+      resp_->set_last_seq(static_cast<uint64_t>(last_seq_));
+      resp_->set_events_stored(stored_);
+      Finish(grpc::Status::OK);
+      return;
+    }
+    if (lease_id_.empty()) {
+      lease_id_ = msg_.lease_id();
+    } else if (msg_.lease_id() != lease_id_) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "lease_id: every message of a stream must carry the same lease"));
+      return;
+    }
+    core_.RecordProgressAsync(lease_id_, msg_.event(), [this](StatusOr<Core::ProgressResult> r) {
+      if (!r.ok()) {
+        Finish(contract::ToGrpcStatus(r.status()));
+        return;
+      }
+      if (r->stored) ++stored_;
+      last_seq_ = r->last_seq;
+      StartRead(&msg_);
+    });
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Core& core_;
+  pb::ReportProgressResponse* resp_;
+  pb::ReportProgressRequest msg_;
+  std::string lease_id_;
+  int64_t stored_ = 0;
+  int64_t last_seq_ = 0;
+};
 
 }  // namespace
 
@@ -99,62 +201,72 @@ class CoordinatorServer::SweepServiceImpl final : public pb::SweepService::Servi
   const Authenticator& auth_;
 };
 
-class CoordinatorServer::WorkerServiceImpl final : public pb::WorkerService::Service {
+// The WorkerService on gRPC's callback API: no call holds a thread while it waits (long polls,
+// progress streams, calls queued for the dispatch thread), so the coordinator's threads do not
+// grow with the number of workers.
+class CoordinatorServer::WorkerServiceImpl final : public pb::WorkerService::CallbackService {
  public:
   WorkerServiceImpl(Core* core, const Authenticator* auth) : core_(*core), auth_(*auth) {}
 
-  grpc::Status RegisterWorker(grpc::ServerContext* ctx, const pb::RegisterWorkerRequest* req,
-                              pb::RegisterWorkerResponse* resp) override {
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx,
+                                           const pb::RegisterWorkerRequest* req,
+                                           pb::RegisterWorkerResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
-    if (!who.ok()) return contract::ToGrpcStatus(who.status());
-    return Reply(core_.RegisterWorker(*req), resp);
-  }
-
-  grpc::Status LeaseJob(grpc::ServerContext* ctx, const pb::LeaseJobRequest* req,
-                        pb::LeaseJobResponse* resp) override {
-    StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
-    if (!who.ok()) return contract::ToGrpcStatus(who.status());
-    return Reply(core_.LeaseJob(*req, [ctx] { return ctx->IsCancelled(); }), resp);
-  }
-
-  grpc::Status Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
-                         pb::HeartbeatResponse* resp) override {
-    StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
-    if (!who.ok()) return contract::ToGrpcStatus(who.status());
-    return Reply(core_.Heartbeat(*req), resp);
-  }
-
-  grpc::Status ReportProgress(grpc::ServerContext* ctx,
-                              grpc::ServerReader<pb::ReportProgressRequest>* reader,
-                              pb::ReportProgressResponse* resp) override {
-    StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
-    if (!who.ok()) return contract::ToGrpcStatus(who.status());
-    pb::ReportProgressRequest msg;
-    std::string lease_id;
-    int64_t stored = 0;
-    int64_t last_seq = 0;
-    while (reader->Read(&msg)) {
-      if (lease_id.empty()) {
-        lease_id = msg.lease_id();
-      } else if (msg.lease_id() != lease_id) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "lease_id: every message of a stream must carry the same lease");
-      }
-      StatusOr<Core::ProgressResult> r = core_.RecordProgress(lease_id, msg.event());
-      if (!r.ok()) return contract::ToGrpcStatus(r.status());
-      if (r->stored) ++stored;
-      last_seq = r->last_seq;
+    if (!who.ok()) {
+      reactor->Finish(contract::ToGrpcStatus(who.status()));
+    } else {
+      FinishWith(reactor, core_.RegisterWorker(*req), resp);
     }
-    resp->set_last_seq(static_cast<uint64_t>(last_seq));
-    resp->set_events_stored(stored);
-    return grpc::Status::OK;
+    return reactor;
   }
 
-  grpc::Status CompleteJob(grpc::ServerContext* ctx, const pb::CompleteJobRequest* req,
-                           pb::CompleteJobResponse* resp) override {
+  grpc::ServerUnaryReactor* LeaseJob(grpc::CallbackServerContext* ctx,
+                                     const pb::LeaseJobRequest* req,
+                                     pb::LeaseJobResponse* resp) override {
     StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
-    if (!who.ok()) return contract::ToGrpcStatus(who.status());
-    return Reply(core_.CompleteJob(*req), resp);
+    if (!who.ok()) {
+      grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+      reactor->Finish(contract::ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    return new LeaseReactor(&core_, ctx, req, resp);
+  }
+
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const pb::HeartbeatRequest* req,
+                                      pb::HeartbeatResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
+    if (!who.ok()) {
+      reactor->Finish(contract::ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    core_.HeartbeatAsync(*req, [reactor, resp](StatusOr<pb::HeartbeatResponse> r) {
+      FinishWith(reactor, std::move(r), resp);
+    });
+    return reactor;
+  }
+
+  grpc::ServerReadReactor<pb::ReportProgressRequest>* ReportProgress(
+      grpc::CallbackServerContext* ctx, pb::ReportProgressResponse* resp) override {
+    StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
+    return new ProgressReactor(&core_, resp, who.status());
+  }
+
+  grpc::ServerUnaryReactor* CompleteJob(grpc::CallbackServerContext* ctx,
+                                        const pb::CompleteJobRequest* req,
+                                        pb::CompleteJobResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    StatusOr<Principal> who = Authorize(auth_, ctx, ServiceKind::kWorker);
+    if (!who.ok()) {
+      reactor->Finish(contract::ToGrpcStatus(who.status()));
+      return reactor;
+    }
+    core_.CompleteJobAsync(*req, [reactor, resp](StatusOr<pb::CompleteJobResponse> r) {
+      FinishWith(reactor, std::move(r), resp);
+    });
+    return reactor;
   }
 
  private:

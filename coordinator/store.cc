@@ -623,6 +623,15 @@ Status Store::Transaction(const std::function<Status()>& fn) {
   return commit;
 }
 
+Status Store::Savepoint(const std::function<Status()>& fn) {
+  if (!in_transaction_) return Transaction(fn);
+  RDATTN_RETURN_IF_ERROR(db_->Exec("SAVEPOINT op"));
+  Status st = fn();
+  if (!st.ok()) db_->Exec("ROLLBACK TO op").IgnoreError();  // the first error is the one to report
+  Status release = db_->Exec("RELEASE op");
+  return st.ok() ? release : st;
+}
+
 StatusOr<std::string> Store::JournalMode() { return db_->QueryText("PRAGMA journal_mode"); }
 
 // --- sweeps --------------------------------------------------------------------------------

@@ -166,6 +166,9 @@ class Store {
 
   // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it returns an error.
   Status Transaction(const std::function<Status()>& fn);
+  // Inside a transaction: runs `fn` in a SAVEPOINT and undoes its writes (only) when it
+  // fails; the transaction goes on. Outside one: Transaction(fn).
+  Status Savepoint(const std::function<Status()>& fn);
   // PRAGMA journal_mode ("wal" after Open on a file).
   StatusOr<std::string> JournalMode();
 

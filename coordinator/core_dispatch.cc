@@ -1,0 +1,183 @@
+// Core: the dispatch thread. It applies the WorkerService's queued operations in group
+// commits, expires leases, and matches waiting LeaseJob polls with pending jobs
+// (docs/coordinator.md "Scheduling data structures").
+#include <algorithm>
+#include <utility>
+
+#include "common/log.h"
+#include "coordinator/core.h"
+
+namespace rdattn::coordinator {
+namespace {
+
+// Operations applied in one transaction at most: bounds a round's latency and its memory.
+constexpr size_t kMaxOpsPerRound = 2048;
+
+}  // namespace
+
+void Core::Enqueue(Op op) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shutting_down_) {
+      ops_.push_back(std::move(op));
+      dispatch_cv_.Signal();
+      return;
+    }
+  }
+  op.finish(UnavailableError("the coordinator is shutting down"));
+}
+
+void Core::DispatchLoop() {
+  mu_.Lock();
+  while (!shutting_down_) {
+    // Sleep until there is something to do: queued operations, new work for the waiting
+    // polls, the earliest end of a poll's wait or of a job's backoff, or the reaper's time.
+    const bool matching_due = !waiters_.empty() && work_gen_ != matched_gen_;
+    if (ops_.empty() && !matching_due) {
+      absl::Time wake = absl::InfiniteFuture();
+      if (reaping_) wake = std::min(wake, next_reap_);
+      bool sync_caller = false;
+      for (const std::shared_ptr<LeaseWait>& w : waiters_) {
+        wake = std::min(wake, w->wait_end);
+        if (w->caller_left || w->left.load()) sync_caller = true;
+      }
+      if (!waiters_.empty() && memory_valid_) {
+        const int64_t backoff_end = queue_.NextBackoffEnd(NowMicros());
+        if (backoff_end > 0) {
+          // In the injected clock's time: look again then, and at least every wait_slice
+          // (a test's clock moves by steps).
+          const absl::Duration until = absl::Microseconds(backoff_end - NowMicros());
+          wake = std::min(
+              wake, absl::Now() + std::clamp(until, absl::Milliseconds(1), options_.wait_slice));
+        }
+      }
+      // A caller that may leave without telling (the synchronous API's `cancelled`) is asked
+      // every wait_slice.
+      if (sync_caller) wake = std::min(wake, absl::Now() + options_.wait_slice);
+      if (wake > absl::Now()) dispatch_cv_.WaitWithDeadline(&mu_, wake);
+      if (shutting_down_) break;
+    }
+    std::vector<std::function<void()>> answers = DispatchRound();
+    mu_.Unlock();
+    for (auto& a : answers) a();
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
+std::vector<std::function<void()>> Core::DispatchRound() {
+  std::vector<std::function<void()>> answers;
+  std::vector<Op> ops;
+  while (!ops_.empty() && ops.size() < kMaxOpsPerRound) {
+    ops.push_back(std::move(ops_.front()));
+    ops_.pop_front();
+  }
+  std::vector<Status> results(ops.size(), Status::Ok());
+  const absl::Time now = absl::Now();
+  const bool reap = reaping_ && now >= next_reap_;
+  if (reap) next_reap_ = now + options_.reap_interval;
+  const std::list<std::shared_ptr<LeaseWait>> before = waiters_;  // restored if the round fails
+  // Polls answered in this round: (wait, response). Sent only once the round has committed.
+  std::vector<std::pair<std::shared_ptr<LeaseWait>, pb::LeaseJobResponse>> leased;
+  int expired = 0;
+  int retried = 0;
+  Status st = EnsureMemoryState();
+  if (st.ok()) {
+    st = Tx([&]() -> Status {
+      // 1. The operations, in arrival order, each in its savepoint.
+      for (size_t i = 0; i < ops.size(); ++i) results[i] = InSavepoint(ops[i].apply);
+      // 2. Lease expiry, after the heartbeats that arrived before it.
+      if (reap) {
+        Status r = InSavepoint([&] { return ExpireLeasesInTx(&expired, &retried); });
+        if (!r.ok()) RDATTN_LOG(kError) << "lease reaper: " << r.ToString();
+      }
+      // 3. Matching: each waiting poll, oldest first, is offered the job the scheduler picks
+      // for it, once per work generation (a job became PENDING or left its backoff), until
+      // the queue has none left. Polls that ended or whose caller left are answered with no
+      // job. The cluster's liveness is read once per round.
+      if (queue_.ReleaseDue(NowMicros()) > 0) NotifyWork();
+      matched_gen_ = work_gen_;
+      if (waiters_.empty()) return Status::Ok();
+      ClusterView cluster;
+      cluster.now_us = NowMicros();
+      const int64_t live_since = cluster.now_us - absl::ToInt64Microseconds(WorkerLiveness());
+      for (const auto& [id, lw] : workers_) {
+        if (lw.last_seen_us < live_since) continue;
+        cluster.live_workers[lw.kind] += 1;
+        cluster.live.push_back(OtherWorker{id, lw.kind, lw.free_slots});
+      }
+      for (auto it = waiters_.begin(); it != waiters_.end();) {
+        const std::shared_ptr<LeaseWait>& w = *it;
+        auto gone = [w] {
+          return w->left.load() || absl::Now() >= w->call_deadline ||
+                 (w->caller_left && w->caller_left());
+        };
+        if (shutting_down_ || gone()) {
+          leased.emplace_back(w, pb::LeaseJobResponse());
+          it = waiters_.erase(it);
+          continue;
+        }
+        if (queue_.size() == 0 || w->tried_gen == work_gen_) {
+          // Nothing new for it. A poll is offered a job at least once (wait 0 included).
+          if (absl::Now() >= w->wait_end) {
+            leased.emplace_back(w, pb::LeaseJobResponse());
+            it = waiters_.erase(it);
+          } else {
+            ++it;
+          }
+          continue;
+        }
+        w->tried_gen = work_gen_;
+        StatusOr<std::optional<pb::LeaseJobResponse>> r =
+            TryLeaseInTx(w->worker, w->req.free_slots(), cluster, gone);
+        if (!r.ok()) {
+          // This poll's error (e.g. DATA_LOSS of the store) is its answer.
+          const Status err = r.status();
+          w->answered = true;
+          answers.push_back([w = w, err] { w->done(err); });
+          it = waiters_.erase(it);
+          continue;
+        }
+        if (r->has_value() || gone() || absl::Now() >= w->wait_end) {
+          leased.emplace_back(w, r->has_value() ? std::move(**r) : pb::LeaseJobResponse());
+          it = waiters_.erase(it);
+          continue;
+        }
+        ++it;
+      }
+      return Status::Ok();
+    });
+  }
+  if (!st.ok()) {
+    // Nothing of the round was committed: the operations get the error (a poll admitted in
+    // it too); polls that waited before go back to waiting (their leases were undone).
+    RDATTN_LOG(kError) << "dispatch round of " << ops.size()
+                       << " operations failed: " << st.ToString();
+    waiters_.clear();
+    for (const std::shared_ptr<LeaseWait>& w : before) {
+      if (!w->answered) {
+        w->tried_gen = ~uint64_t{0};
+        waiters_.push_back(w);
+      }
+    }
+    for (Op& op : ops) {
+      answers.push_back([f = std::move(op.finish), st] { f(st); });
+    }
+    return answers;
+  }
+  if (counters_ != nullptr) {
+    if (expired > 0) counters_->LeasesExpired(expired);
+    if (retried > 0) counters_->JobsRetried(retried);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    answers.push_back([f = std::move(ops[i].finish), s = results[i]] { f(s); });
+  }
+  for (auto& [w, resp] : leased) {
+    if (w->answered) continue;
+    w->answered = true;
+    answers.push_back([w = w, resp = std::move(resp)]() mutable { w->done(std::move(resp)); });
+  }
+  return answers;
+}
+
+}  // namespace rdattn::coordinator
