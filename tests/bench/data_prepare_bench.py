@@ -42,6 +42,22 @@ def folder_digest(path):
     return h.hexdigest()
 
 
+def cores_obtained(n, seconds=2.0):
+    """CPU seconds per wall second that n busy-looping processes get together right now: the
+    cores this benchmark can actually use (a shared or throttled machine gives fewer than n)."""
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"]) for _ in range(n)]
+    time.sleep(seconds)
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()
+    wall = time.monotonic() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)) / wall
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True, help="rdattn-data")
@@ -89,6 +105,7 @@ def main():
         with (gzip.open(corpus, "wb", compresslevel=6) if a.gzip else open(corpus, "wb")) as fh:
             fh.write(data)
         load_before = os.getloadavg()
+        probe_before = cores_obtained(max(counts))
         print("corpus: %d documents, %.1f MB of JSONL%s; thread counts %s; %d rounds; "
               "%d usable cores; load average before %.2f %.2f %.2f"
               % (len(lines), len(data) / 1e6, " (gzipped)" if a.gzip else "", counts, a.rounds,
@@ -122,6 +139,7 @@ def main():
                 elif d != want:
                     fail("--threads %d wrote other bytes than the first run" % n)
         load_after = os.getloadavg()
+        probe_after = cores_obtained(max(counts))
         base = statistics.median(mbps[1])
         rows = []
         print("\n%8s %12s %16s %10s %12s %14s %s" % ("threads", "MB/s median", "MB/s per thread",
@@ -142,12 +160,15 @@ def main():
         print("output identical for every thread count (sha256 %s...)" % want[:16])
         print("load average after %.2f %.2f %.2f (%d usable cores; other work on them lowers "
               "the scaling)" % (*load_after, cores))
+        print("cores obtained by %d busy loops: %.2f before, %.2f after (the scaling cannot "
+              "exceed this)" % (max(counts), probe_before, probe_after))
         if a.json:
             os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
             with open(a.json, "w") as fh:
                 json.dump({"corpus_bytes": len(data), "documents": len(lines), "gzip": a.gzip,
                            "rounds": a.rounds, "usable_cores": cores,
                            "load_average_before_after": [list(load_before), list(load_after)],
+                           "cores_obtained_before_after": [probe_before, probe_after],
                            "rows": rows}, fh, indent=2)
                 fh.write("\n")
     finally:

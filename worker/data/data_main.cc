@@ -90,7 +90,7 @@ void AddCommands(CLI::App& app, Flags& f) {
       "Streaming: inputs are read in batches of about 0.5 MiB of text (whole JSONL lines, or\n"
       "pieces of a text file cut where the ids cannot change); at most 2N+2 batches are in flight\n"
       "for --threads N, and each tokenizing thread keeps at most 65536 BPE results: memory is at\n"
-      "most about 40 MiB + N x 40 MiB whatever the corpus size (plus any single JSONL line, held\n"
+      "most about 40 MiB + N x 45 MiB whatever the corpus size (plus any single JSONL line, held\n"
       "whole; about 30 MiB + N x 4 MiB measured on English text; docs/data.md). On a terminal,\n"
       "stderr shows a progress line (MB/s, ETA); never in a log.");
   AddTokenizerFlags(prepare, f);
@@ -99,7 +99,7 @@ void AddCommands(CLI::App& app, Flags& f) {
   Value(prepare, "--shard-tokens", f.shard_tokens, "tokens per shard")->default_str("100000000");
   Value(prepare, "--threads", f.threads,
         "tokenizing threads N (1..1024); the output is the same for every N; memory at most "
-        "about 40 MiB + N x 40 MiB")
+        "about 40 MiB + N x 45 MiB")
       ->default_str("the cores this process may use");
   List(prepare, "--text", f.text, "text files, one document each");
   List(prepare, "--jsonl", f.jsonl, "JSON-lines files, one document a line");
