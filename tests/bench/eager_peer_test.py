@@ -61,6 +61,10 @@ def check_json(doc, problems):
         for key in ("tokens_per_second", "ms_per_step", "params", "init_loss"):
             if not positive(e.get(key)):
                 problems.append("eager_pytorch.arms.%s.%s = %r" % (arm, key, e.get(key)))
+        rounds = e.get("rdattn_over_eager_pytorch_round_ratios")
+        if not isinstance(rounds, list) or len(rounds) != 2 or not all(map(positive, rounds)):
+            problems.append("eager_pytorch.arms.%s.rdattn_over_eager_pytorch_round_ratios = %r "
+                            "(want 2 positive numbers, one per round)" % (arm, rounds))
         if e.get("params") != pj["arms"][arm]["params"]:
             problems.append("arm %s: peer params %r, rdattn %r"
                             % (arm, e.get("params"), pj["arms"][arm]["params"]))

@@ -11,6 +11,9 @@
 //     kernel of model/depth_read_cpu.h off) in the same round-robin: the kernel's speed-up;
 //   - with --attention-aten, also times each arm with the attention's batched products through
 //     LibTorch's bmm (model/batched_gemm.h's direct BLAS path off), in the same round-robin;
+//   - with --eager-pytorch, also times each arm in tests/bench/eager_peer.py (the same model in
+//     eager PyTorch, same LibTorch, OpenBLAS core, weights and batch; bench_eager.h), next to
+//     rdattn's own timing in the same round-robin, and prints rdattn ÷ eager PyTorch per arm;
 //   - runs the 2-rank MPI step (`mpirun -np 2` of this binary with --mpi-step) and splits it into
 //     data wait, compute, all-reduce and optimizer (medians);
 //   - prints a table and, with --json FILE, writes every figure (top-level keys for the primary
@@ -26,6 +29,7 @@
 //                      [--attention-aten]
 //                      [--mpirun PATH] [--mpi-preset P]
 //                      [--mpi-batch 4] [--mpi-steps 5] [--json FILE]
+//                      [--eager-pytorch] [--eager-python PATH] [--eager-peer SCRIPT]
 // Internal modes (child processes of this binary): --memory-probe ARM, --mpi-step (under
 // mpirun), --gpu-checks [--check-preset P]; they take one preset (--preset P).
 //
@@ -359,6 +363,14 @@ std::string CheckEagerPeer(const nlohmann::json& info, const std::string& blas_c
   return "";
 }
 
+// Each round's rdattn tokens/s ÷ the peer's (the spread behind the round median).
+std::vector<double> RoundRatios(const ArmResult& a, const ArmResult& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.round_seconds.size() && i < b.round_seconds.size(); ++i)
+    r.push_back(Ratio(b.round_seconds[i], a.round_seconds[i]));
+  return r;
+}
+
 nlohmann::json EagerJson(const nlohmann::json& info, const std::vector<Arm>& arms,
                          const std::map<Arm, ArmResult>& res, const std::map<Arm, ArmResult>& eager,
                          const std::map<Arm, EagerLosses>& losses) {
@@ -383,7 +395,8 @@ nlohmann::json EagerJson(const nlohmann::json& info, const std::vector<Arm>& arm
         {"init_loss", l.pairs.front().second},
         {"rdattn_init_loss", l.pairs.front().first},
         {"compared_losses", l.pairs.size()},
-        {"loss_max_rel_diff", l.MaxRelDiff()}};
+        {"loss_max_rel_diff", l.MaxRelDiff()},
+        {"rdattn_over_eager_pytorch_round_ratios", RoundRatios(r, e)}};
     j["ratios"][Name(arm) + "_over_eager_pytorch_tokens_per_second"] = ratio;
     j["ratios"][Name(arm) + "_over_eager_pytorch_tokens_per_second_round_median"] = median;
   }
@@ -395,17 +408,20 @@ void PrintEager(const nlohmann::json& j, const std::vector<Arm>& arms) {
       "eager PyTorch peer (torch %s, OpenBLAS %s, %lld thread(s), same weights and batch):\n",
       j["torch"].get<std::string>().c_str(), j["blas_core"].get<std::string>().c_str(),
       (long long)j["threads"].get<int64_t>());
-  std::printf("%-9s %10s %9s %10s %12s %11s %16s\n", "arm", "tokens/s", "ms/step", "params",
-              "init_loss", "loss_diff", "rdattn/eager");
+  std::printf("%-9s %10s %9s %10s %12s %11s %16s %14s\n", "arm", "tokens/s", "ms/step", "params",
+              "init_loss", "loss_diff", "rdattn/eager", "rounds_min-max");
   for (Arm arm : arms) {
     const auto& a = j["arms"][Name(arm)];
     const auto& r = j["ratios"];
-    std::printf("%-9s %10.1f %9.1f %10lld %12.6f %11.2e %8.3f (%.3f)\n", Name(arm).c_str(),
-                a["tokens_per_second"].get<double>(), a["ms_per_step"].get<double>(),
-                (long long)a["params"].get<int64_t>(), a["init_loss"].get<double>(),
-                a["loss_max_rel_diff"].get<double>(),
+    const auto rounds = a["rdattn_over_eager_pytorch_round_ratios"].get<std::vector<double>>();
+    const auto [lo, hi] = std::minmax_element(rounds.begin(), rounds.end());
+    std::printf("%-9s %10.1f %9.1f %10lld %12.6f %11.2e %8.3f (%.3f) %7.3f-%.3f\n",
+                Name(arm).c_str(), a["tokens_per_second"].get<double>(),
+                a["ms_per_step"].get<double>(), (long long)a["params"].get<int64_t>(),
+                a["init_loss"].get<double>(), a["loss_max_rel_diff"].get<double>(),
                 r[Name(arm) + "_over_eager_pytorch_tokens_per_second"].get<double>(),
-                r[Name(arm) + "_over_eager_pytorch_tokens_per_second_round_median"].get<double>());
+                r[Name(arm) + "_over_eager_pytorch_tokens_per_second_round_median"].get<double>(),
+                rounds.empty() ? 0.0 : *lo, rounds.empty() ? 0.0 : *hi);
   }
 }
 
