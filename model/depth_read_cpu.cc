@@ -21,24 +21,19 @@ bool UseAvx2() {
 // Per-task scratch (see Scratch in depth_read_cpu_args.h), owned by the calling task.
 template <typename T>
 struct ScratchBuffers {
-  std::vector<T> a, dz, wv, z, dal, h, G, hb, t;
-  std::vector<T*> hp;
-  std::vector<const T*> Gp;
+  std::vector<T> a, dz, wv, z, h, G, hb;
+  std::vector<const T*> xr;
   Scratch<T> view;
   ScratchBuffers(int64_t K, int64_t R, int64_t D)
       : a(static_cast<size_t>(R * K)),
         dz(a.size()),
         wv(a.size()),
         z(static_cast<size_t>(K)),
-        dal(z.size()),
         h(static_cast<size_t>(R * D)),
         G(h.size()),
         hb(static_cast<size_t>(D)),
-        t(hb.size()),
-        hp(static_cast<size_t>(R)),
-        Gp(hp.size()),
-        view{a.data(), dz.data(), wv.data(), z.data(),  dal.data(), h.data(),
-             G.data(), hb.data(), t.data(),  hp.data(), Gp.data()} {}
+        xr(static_cast<size_t>(K)),
+        view{a.data(), dz.data(), wv.data(), z.data(), h.data(), G.data(), hb.data(), xr.data()} {}
 };
 
 template <typename T>

@@ -44,12 +44,11 @@ struct BackwardArgs {
   T* y1;                // [N,D] or null
 };
 
-// Per-task scratch: a, dz, wv [R·K]; z, dal [K]; h, G [R·D]; hb, t [D]; hp, Gp [R].
+// Per-task scratch: a, dz, wv [R·K]; z [K]; h, G [R·D]; hb [D]; xr [K] (a token's source rows).
 template <typename T>
 struct Scratch {
-  T *a, *dz, *wv, *z, *dal, *h, *G, *hb, *t;
-  T** hp;
-  const T** Gp;
+  T *a, *dz, *wv, *z, *h, *G, *hb;
+  const T** xr;
 };
 
 // Chunks [c0, c1) of kChunk tokens. One set per instruction set.
