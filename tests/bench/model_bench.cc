@@ -325,12 +325,13 @@ struct EagerLosses {
     return m;
   }
 };
-// Float32 rounding and op order move the two losses apart by at most 3e-7 relative over the
-// first 8 steps at tiny, cpu-small and cpu-bench here; peers that differ in one thing moved them
-// by 3e-4 (the depth keys without their RMSNorm, the block boundary one layer late) or, after 8
-// steps, 5e-5 (rd's V route reading with q_attn, cpu-small). Only the first kEagerLossSteps
-// warm-up steps are compared: later, float32 chaos alone would grow past the tolerance.
-constexpr double kEagerLossTolerance = 1e-5;
+// Float32 rounding and op order alone moved the two losses apart by at most 3e-7 relative over
+// the first 8 steps at tiny and cpu-small, and 2.5e-6 at cpu-bench (1.7e-7 over 4); peers that
+// differ in one thing moved them by 3e-4 (the depth keys without their RMSNorm, the block
+// boundary one layer late) or, after 8 steps, 5e-5 (rd's V route reading with q_attn,
+// cpu-small). Only the first kEagerLossSteps warm-up steps are compared: float32 chaos grows
+// step by step (about 15x from step 3 to step 8 at cpu-bench) and would pass the tolerance later.
+constexpr double kEagerLossTolerance = 2e-5;
 constexpr int64_t kEagerLossSteps = 8;
 
 double InitLoss(rdattn::model::Gpt& m, const at::Tensor& batch) {
