@@ -16,6 +16,7 @@
 #include "coordinator/report.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/seed_policy.h"
+#include "coordinator/sweep_summary.h"
 #include "proto/contract/contract.h"
 
 namespace rdattn::coordinator {
@@ -425,31 +426,8 @@ StatusOr<pb::SweepStatus> Core::MakeSweepStatus(const SweepRow& row, bool with_j
   }
   if (!with_jobs) return out;
   RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListJobs(row.id));
-  for (const JobRow& j : jobs) {
-    pb::JobStatus* s = out.add_jobs();
-    *s->mutable_job() = j.spec;
-    s->mutable_job()->set_attempt(j.attempts);
-    s->set_state(ToProto(j.state));
-    s->set_attempts(j.attempts);
-    s->set_worker_id(j.worker_id);
-    s->set_lease_id(j.lease_id);
-    s->set_step(j.step);
-    s->set_tokens(j.tokens);
-    s->set_last_train_loss(j.last_train_loss);
-    s->set_last_val_nll(j.last_val_nll);
-    s->set_tokens_per_second(j.tokens_per_second);
-    s->set_init_param_checksum(j.init_checksum);
-    s->set_last_checkpoint_path(j.last_checkpoint);
-    s->set_failure_reason(j.failure_reason);
-    SetTimestamp(j.create_us, s->mutable_create_time());
-    if (j.start_us != 0) SetTimestamp(j.start_us, s->mutable_start_time());
-    if (j.end_us != 0) SetTimestamp(j.end_us, s->mutable_end_time());
-    SetTimestamp(j.update_us, s->mutable_update_time());
-    s->set_hardware_kind(ToProto(j.worker_kind));
-    if (j.state == JobState::kPending && j.not_before_us > NowMicros())
-      SetTimestamp(j.not_before_us, s->mutable_not_before());
-    s->set_machine_failures(j.machine_failures);
-  }
+  const int64_t now = NowMicros();
+  for (const JobRow& j : jobs) *out.add_jobs() = MakeJobStatus(j, now);
   return out;
 }
 
@@ -639,11 +617,48 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
 
 StatusOr<pb::GetSweepResponse> Core::GetSweep(const pb::GetSweepRequest& req) {
   if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  const pb::SweepView view =
+      req.view() == pb::SWEEP_VIEW_UNSPECIFIED ? pb::SWEEP_VIEW_FULL : req.view();
+  if (!pb::SweepView_IsValid(view)) {
+    return InvalidArgumentError("view: unknown view " + std::to_string(req.view()));
+  }
+  if (req.page_size() < 0) {
+    return InvalidArgumentError("page_size: must be >= 0, got " + std::to_string(req.page_size()));
+  }
+  if (view != pb::SWEEP_VIEW_FULL && (req.page_size() != 0 || !req.page_token().empty())) {
+    return InvalidArgumentError(std::string(req.page_size() != 0 ? "page_size" : "page_token") +
+                                ": pages are of the full view's jobs; view is " +
+                                pb::SweepView_Name(view));
+  }
+  RDATTN_ASSIGN_OR_RETURN(const int64_t after_seq,
+                          ParseJobPageToken(req.sweep_id(), req.page_token()));
   absl::MutexLock lock(&mu_);
   RDATTN_ASSIGN_OR_RETURN(SweepRow row, store_->GetSweep(req.sweep_id()));
   pb::GetSweepResponse resp;
-  RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(),
-                          MakeSweepStatus(row, req.view() != pb::SWEEP_VIEW_BASIC));
+  RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(row, /*with_jobs=*/false));
+  pb::SweepStatus& sweep = *resp.mutable_sweep();
+  const int64_t now = NowMicros();
+  if (view == pb::SWEEP_VIEW_SUMMARY) {
+    RDATTN_ASSIGN_OR_RETURN(*sweep.mutable_summary(), ReadSweepSummary(*store_, row.id, now));
+  }
+  if (view != pb::SWEEP_VIEW_FULL) return resp;
+  // A page of jobs in creation order (docs/coordinator.md "Reading big sweeps"). page_size 0:
+  // every job, as before paging, while that fits one reply.
+  if (req.page_size() == 0 && sweep.job_counts().total() > kMaxJobsUnpaged) {
+    return InvalidArgumentError(
+        "page_size: 0 asks for all " + std::to_string(sweep.job_counts().total()) +
+        " jobs of sweep " + row.id + " in one reply, more than " + std::to_string(kMaxJobsUnpaged) +
+        "; page through them (page_size at most " + std::to_string(kMaxJobsPerPage) +
+        ", then next_page_token)");
+  }
+  const int page =
+      req.page_size() == 0 ? kMaxJobsUnpaged : std::min(req.page_size(), kMaxJobsPerPage);
+  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs,
+                          store_->ListJobsPage(row.id, after_seq, page + 1));
+  const bool more = static_cast<int>(jobs.size()) > page;
+  if (more) jobs.resize(page);
+  for (const JobRow& j : jobs) *sweep.add_jobs() = MakeJobStatus(j, now);
+  if (more) resp.set_next_page_token(JobPageToken(row.id, jobs.back().seq));
   return resp;
 }
 

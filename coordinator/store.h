@@ -130,6 +130,37 @@ struct SweepFilter {
   int limit = 50;
 };
 
+// What GetSweep's summary view reads about a sweep's jobs (SweepSummary), from aggregate
+// queries: its size depends on the sweep's scales and arms, never on its number of jobs.
+struct SweepSummaryFacts {
+  // Pair groups by state (PairGroupCounts): each group in exactly one of the four.
+  int groups = 0;
+  int groups_complete = 0;
+  int groups_failed = 0;
+  int groups_running = 0;
+  int groups_waiting = 0;
+  int jobs_retried = 0;  // attempts > 1
+  int machine_failures = 0;
+  int jobs_backing_off = 0;      // PENDING with not_before_us > now
+  double tokens_per_second = 0;  // RUNNING jobs
+  int jobs_with_problems = 0;    // failure_reason not empty
+  // The jobs of one (scale, arm): they share a schedule (the milestones they expect).
+  struct ArmGroup {
+    std::string scale, arm;
+    int jobs = 0;
+    pb::JobSpec spec;  // the group's first job's, as expanded
+  };
+  std::vector<ArmGroup> arm_groups;  // by scale, arm
+  struct Problem {
+    std::string job_id;
+    JobState state = JobState::kPending;
+    int attempts = 0;
+    std::string reason;  // at most 200 bytes; says so when the stored one fails its checksum
+    int64_t update_us = 0;
+  };
+  std::vector<Problem> recent_problems;  // newest update first
+};
+
 // How Store::Open treats the file (docs/operations.md, "Stored results and the store epoch").
 struct StoreOptions {
   // PRAGMA synchronous: true FULL (the WAL is fsynced at every commit, so a write that was
@@ -196,6 +227,22 @@ class Store {
   // The same for every pair group with a job that has not ended (PENDING, LEASED, RUNNING).
   StatusOr<std::map<std::string, std::set<HardwareKind>>> ActiveGroupKinds();
   StatusOr<SweepFacts> GetSweepFacts(const std::string& sweep_id);
+  // At most `limit` jobs of the sweep with seq > after_seq, in creation order (a page of
+  // GetSweep's full view; index jobs_by_sweep).
+  StatusOr<std::vector<JobRow>> ListJobsPage(const std::string& sweep_id, int64_t after_seq,
+                                             int limit);
+  // The summary view's counts (SweepSummaryFacts), with at most `max_problems` recent problems.
+  // `now_us` tells a retry backoff that has not ended yet. Indexes jobs_summary (one pass over
+  // the sweep's pair groups), jobs_by_state (running jobs), jobs_with_problems; the (scale, arm)
+  // groups are cached until the sweep's number of jobs changes.
+  StatusOr<SweepSummaryFacts> GetSweepSummaryFacts(const std::string& sweep_id, int64_t now_us,
+                                                   int max_problems);
+  // Milestone (tokens) -> jobs of the sweep whose KIND_EVAL for it is stored (any attempt, each
+  // job once). Incremental: a per-sweep cache (the last kSummaryCacheSweeps sweeps asked) is
+  // brought up to date with the EVAL events stored since the previous call (partial index
+  // events_eval_by_sweep), so a repeated call reads only what is new. An event that fails its
+  // checksum is counted in checksum_failures() and left out.
+  StatusOr<std::map<int64_t, int>> CountStoredEvalMilestones(const std::string& sweep_id);
   // Metrics (docs/metrics.md): jobs and sweeps counted by state (states with no row absent).
   StatusOr<std::map<JobState, int64_t>> CountJobsByState();
   StatusOr<std::map<SweepState, int64_t>> CountSweepsByState();
@@ -248,6 +295,20 @@ class Store {
   StatusOr<JobRow> ReadJob(SqliteStmt& stmt);
   StatusOr<std::vector<JobRow>> QueryJobs(const std::string& where, const std::string& arg,
                                           int64_t int_arg);
+
+  // What GetSweepSummaryFacts and CountStoredEvalMilestones keep of one sweep between calls.
+  struct SummaryCache {
+    int arm_groups_jobs = -1;  // the sweep's jobs when arm_groups was read; -1: not read
+    std::vector<SweepSummaryFacts::ArmGroup> arm_groups;
+    int64_t evals_after_seq = 0;                        // EVAL events up to here are counted
+    std::set<std::pair<uint64_t, int64_t>> evals_seen;  // (FNV-1a of the job id, milestone)
+    std::map<int64_t, int> eval_jobs;                   // milestone -> jobs
+    uint64_t last_use = 0;
+  };
+  static constexpr size_t kSummaryCacheSweeps = 4;  // the sweeps asked last
+  void TrimSummaryCache();
+  std::map<std::string, SummaryCache> summary_cache_;  // by sweep id
+  uint64_t summary_cache_uses_ = 0;
 
   std::unique_ptr<SqliteDb> db_;  // never null
   bool in_transaction_ = false;
