@@ -209,14 +209,15 @@ struct DepthReadFunction : public torch::autograd::Function<DepthReadFunction> {
       // The CPU kernel: ∂L/∂x_k (both paths), ∂L/∂inv_rms, ∂L/∂u and ∂L/∂n in one pass.
       std::vector<at::Tensor> xs, dys(static_cast<size_t>(outputs)), rhos;
       for (int64_t k = 0; k < K; ++k) xs.push_back(in[k].reshape({N, D}).contiguous());
+      // (norm == 3: route 1's gradient is the projection's, taken back through W below.)
       for (int64_t i = 0; i < outputs; ++i)
-        if (i < static_cast<int64_t>(grads.size()) && grads[i].defined())
+        if (i < static_cast<int64_t>(grads.size()) && grads[i].defined() && !(norm == 3 && i == 1))
           dys[i] = dy(i).contiguous();
       for (int64_t i = 0; i < (norm == 0 ? 0 : outputs); ++i)
         rhos.push_back(rho(i).reshape({N}).contiguous());
       cpu::ReadGrads gr;
       at::Tensor dv;  // norm == 3: ∂L/∂(route 1's projected output), [N, out]
-      if (norm == 3 && dys[1].defined()) {
+      if (norm == 3 && grads.size() > 1 && grads[1].defined()) {
         dv = grads[1].to(dt).reshape({N, in[wi].size(0)});
         dys[1] = at::mm(dv, in[wi].to(dt));
         if (ctx->needs_input_grad(wi)) gr.y1 = at::empty({N, D}, opts);

@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "model/attention.h"
 #include "model/fused_ops.h"
+#include "model/torch_compat.h"
 
 namespace rdattn::model {
 namespace {
@@ -47,6 +48,22 @@ std::pair<at::Tensor, at::Tensor> RopeTables(int64_t T, int64_t dh, double theta
   const at::Tensor ang = at::outer(pos, inv_freq);  // [T, dh/2]
   const at::Tensor full = at::cat({ang, ang}, -1);  // [T, dh]
   return {at::cos(full).to(device, dt), at::sin(full).to(device, dt)};
+}
+
+// residual + y·wᵀ, the writeback of a sublayer's output projection. On the CPU, with one dtype,
+// it is one GEMM whose C is a copy of the residual (at::addmm, beta = 1) instead of a GEMM into
+// zeros and an add over [B,T,D] (issue 26: the adds were the largest non-GEMM op of a step).
+// Elsewhere (CUDA; under autocast, which would run addmm's residual in bf16) the plain sum.
+// Undefined residual (an EMPTY partial): the projection alone.
+at::Tensor ResidualLinear(const at::Tensor& residual, const at::Tensor& y, const at::Tensor& w) {
+  if (!residual.defined()) return at::linear(y, w);
+  const auto dt = residual.scalar_type();
+  if (!residual.device().is_cpu() || y.scalar_type() != dt || w.scalar_type() != dt ||
+      torch_compat::AutocastDtype(c10::DeviceType::CPU).has_value())
+    return residual + at::linear(y, w);
+  const int64_t out = w.size(0);
+  return at::addmm(residual.reshape({-1, out}), y.reshape({-1, y.size(-1)}), w.t())
+      .view(residual.sizes());
 }
 
 }  // namespace
@@ -156,7 +173,7 @@ at::Tensor GptImpl::Loss(const at::Tensor& logits, const at::Tensor& targets) {
 
 at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
                               const at::Tensor& v_proj, const at::Tensor& cos,
-                              const at::Tensor& sin) const {
+                              const at::Tensor& sin, const at::Tensor& residual) const {
   const int64_t B = x_qk.size(0), T = x_qk.size(1), H = cfg_.heads, dh = cfg_.head_dim();
   // Three separate GEMMs in every arm (never a fused QKV): V's input differs by arm, and one
   // code path keeps RD with q_v = q_attn bitwise equal to Block. The V GEMM is the caller's
@@ -165,14 +182,15 @@ at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
   const at::Tensor k = RopeHeads(at::linear(x_qk, layer.wk), H, cos, sin);
   const at::Tensor v = v_proj.view({B, T, H, dh}).transpose(1, 2);
   const at::Tensor y = CausalAttention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dh)));
-  return at::linear(y.transpose(1, 2).reshape({B, T, cfg_.width}), layer.wo);
+  return ResidualLinear(residual, y.transpose(1, 2).reshape({B, T, cfg_.width}), layer.wo);
 }
 
-at::Tensor GptImpl::Mlp(const LayerImpl& layer, const at::Tensor& x) const {
+at::Tensor GptImpl::Mlp(const LayerImpl& layer, const at::Tensor& x,
+                        const at::Tensor& residual) const {
   // silu(x·W_gateᵀ) ⊙ (x·W_upᵀ) in one fused pass (model/fused_ops.h) between two BLAS GEMMs. One
   // code path for every arm, so that rd with q_v = q_attn stays bitwise equal to block (T6).
   const at::Tensor gate = at::linear(x, layer.wgate), up = at::linear(x, layer.wup);
-  return at::linear(SwiGlu(gate, up), layer.wdown);
+  return ResidualLinear(residual, SwiGlu(gate, up), layer.wdown);
 }
 
 ForwardOutput GptImpl::ForwardStandard(const at::Tensor& e, const at::Tensor& cos,
@@ -182,8 +200,8 @@ ForwardOutput GptImpl::ForwardStandard(const at::Tensor& e, const at::Tensor& co
   at::Tensor x = e;
   for (auto& layer : layers_) {
     const at::Tensor h = FusedRmsNorm(x, layer->attn_norm, cfg_.norm_eps);
-    x = x + Attention(*layer, h, at::linear(h, layer->wv), cos, sin);
-    x = x + Mlp(*layer, FusedRmsNorm(x, layer->mlp_norm, cfg_.norm_eps));
+    x = Attention(*layer, h, at::linear(h, layer->wv), cos, sin, x);
+    x = Mlp(*layer, FusedRmsNorm(x, layer->mlp_norm, cfg_.norm_eps), x);
   }
   ForwardOutput out;
   out.logits = at::linear(FusedRmsNorm(x, final_norm, cfg_.norm_eps), emb);
@@ -284,13 +302,12 @@ ForwardOutput GptImpl::Forward(const at::Tensor& tokens, const ForwardOptions& o
       partial = at::Tensor();
     }
     // (c, d) attention sublayer and writeback.
-    const at::Tensor a = Attention(layer, x_qk, v_proj, cos, sin);
-    partial = partial.defined() ? partial + a : a;
+    partial = Attention(layer, x_qk, v_proj, cos, sin, partial);
     sources.SetPartial(partial);
     // (e, f, g) MLP-side read, MLP, writeback.
     const DepthReadResult m = read({layer.q_mlp}, layer.mlp_key_norm, layer.mlp_norm);
     record(l, RouteSite::kMlp, m.alphas[0]);
-    partial = partial + Mlp(layer, m.outputs[0]);
+    partial = Mlp(layer, m.outputs[0], partial);
     sources.SetPartial(partial);
   }
   // Final read over [b_0 … b_N], then the final norm and the tied head.

@@ -80,10 +80,13 @@ class GptImpl : public torch::nn::Module {
 
  private:
   // v_proj: the values before the head split, x_V·W_Vᵀ [B,T,D] (computed by the caller: the
-  // rd arms' fused read returns it).
+  // rd arms' fused read returns it). Both sublayers return residual + their output (the
+  // writeback, folded into the output projection's GEMM on the CPU); an undefined residual
+  // (an EMPTY partial) returns the output alone.
   at::Tensor Attention(const LayerImpl& layer, const at::Tensor& x_qk, const at::Tensor& v_proj,
-                       const at::Tensor& cos, const at::Tensor& sin) const;
-  at::Tensor Mlp(const LayerImpl& layer, const at::Tensor& x) const;
+                       const at::Tensor& cos, const at::Tensor& sin,
+                       const at::Tensor& residual) const;
+  at::Tensor Mlp(const LayerImpl& layer, const at::Tensor& x, const at::Tensor& residual) const;
   ForwardOutput ForwardStandard(const at::Tensor& e, const at::Tensor& cos, const at::Tensor& sin);
 
   ModelConfig cfg_;
