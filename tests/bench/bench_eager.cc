@@ -1,5 +1,6 @@
 #include "tests/bench/bench_eager.h"
 
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -88,22 +89,23 @@ std::string EagerPeer::Start(const EagerPeerCommand& cmd, const std::string& pre
   close(in[0]);
   close(out[1]);
   pid_ = pid;
+  from_ = out[0];
+  pending_.clear();
   to_ = fdopen(in[1], "w");
-  from_ = fdopen(out[0], "r");
-  if (to_ == nullptr || from_ == nullptr) {
-    if (to_ == nullptr) close(in[1]);
-    if (from_ == nullptr) close(out[0]);
+  if (to_ == nullptr) {
+    close(in[1]);
     Stop();
     return "fdopen failed";
   }
   std::string tag, rest;
-  if (!ReadTagged(&tag, &rest)) {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
+  if (const Read r = ReadTagged(&tag, &rest); r != Read::kOk) {
+    const std::string how = Reap();
     Stop();
-    return "'" + cmd.python + " " + cmd.script + "' ended before it was ready (" +
-           ExitText(status) + "; a python3 with Debian's python3-torch is needed)";
+    return "'" + cmd.python + " " + cmd.script + "' " +
+           (r == Read::kTimeout
+                ? "was not ready within " + std::to_string(kReplySeconds) + " s and was killed"
+                : "ended before it was ready (" + how +
+                      "; a python3 with Debian's python3-torch is needed)");
   }
   if (tag != "READY") {
     Stop();
@@ -117,24 +119,41 @@ std::string EagerPeer::Start(const EagerPeerCommand& cmd, const std::string& pre
   return "";
 }
 
-bool EagerPeer::ReadTagged(std::string* tag, std::string* rest) {
+EagerPeer::Read EagerPeer::ReadTagged(std::string* tag, std::string* rest) {
   const std::string prefix = "EAGER_PEER_";
-  std::string line;
-  char buf[1 << 16];
-  while (from_ != nullptr && std::fgets(buf, sizeof(buf), from_) != nullptr) {
-    line += buf;
-    if (line.empty() || line.back() != '\n') continue;  // a longer line: read on
-    line.pop_back();
-    if (line.compare(0, prefix.size(), prefix) == 0) {
+  for (;;) {
+    for (size_t nl; (nl = pending_.find('\n')) != std::string::npos;) {
+      const std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      if (line.compare(0, prefix.size(), prefix) != 0) continue;  // anything else it printed
       const size_t space = line.find(' ');
       *tag = line.substr(prefix.size(),
                          space == std::string::npos ? std::string::npos : space - prefix.size());
       *rest = space == std::string::npos ? "" : line.substr(space + 1);
-      return true;
+      return Read::kOk;
     }
-    line.clear();  // anything else the peer printed
+    if (from_ < 0) return Read::kEof;
+    pollfd p{from_, POLLIN, 0};
+    const int ready = poll(&p, 1, kReplySeconds * 1000);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if (pid_ > 0) kill(pid_, SIGKILL);  // our own child, stuck
+      return Read::kTimeout;
+    }
+    char buf[1 << 16];
+    const ssize_t n = ready < 0 ? -1 : read(from_, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Read::kEof;
+    pending_.append(buf, static_cast<size_t>(n));
   }
-  return false;
+}
+
+std::string EagerPeer::Reap() {
+  if (pid_ <= 0) return "not running";
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return ExitText(status);
 }
 
 std::string EagerPeer::Step(model::Arm arm, int64_t steps, double* seconds,
@@ -144,12 +163,12 @@ std::string EagerPeer::Step(model::Arm arm, int64_t steps, double* seconds,
                static_cast<long long>(steps));
   std::fflush(to_);
   std::string tag, rest;
-  if (!ReadTagged(&tag, &rest)) {
-    int status = 0;
-    if (pid_ > 0) waitpid(pid_, &status, 0);
-    pid_ = -1;
+  if (const Read r = ReadTagged(&tag, &rest); r != Read::kOk) {
+    const std::string how = Reap();
     Stop();
-    return "the eager peer ended during a step (" + ExitText(status) + ")";
+    return r == Read::kTimeout ? "the eager peer did not answer within " +
+                                     std::to_string(kReplySeconds) + " s and was killed"
+                               : "the eager peer ended during a step (" + how + ")";
   }
   if (tag != "DONE") return "the eager peer: " + rest;
   std::istringstream in(rest);
@@ -168,9 +187,9 @@ void EagerPeer::Stop() {
     std::fclose(to_);  // EOF ends the peer's loop too
     to_ = nullptr;
   }
-  if (from_ != nullptr) {
-    std::fclose(from_);
-    from_ = nullptr;
+  if (from_ >= 0) {
+    close(from_);
+    from_ = -1;
   }
   if (pid_ > 0) {
     int status = 0;

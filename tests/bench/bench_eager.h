@@ -43,6 +43,10 @@ class EagerPeer {
   // "arms": {arm: {"params", "init_loss"}}}.
   const nlohmann::json& info() const { return info_; }
 
+  // The longest wait for one answer of the peer (its start builds every arm; a step of the S
+  // preset on one core takes seconds).
+  static constexpr int kReplySeconds = 900;
+
   // Runs `steps` full training steps of `arm` in the peer. *seconds: their wall time as the peer
   // measured it (without the pipe's round trip); *losses: each step's loss. Returns "" or the
   // reason.
@@ -52,12 +56,18 @@ class EagerPeer {
   void Stop();
 
  private:
-  // The next line of the peer that starts with "EAGER_PEER_", without the tag; "" at EOF.
-  bool ReadTagged(std::string* tag, std::string* rest);
+  // The next line of the peer that starts with "EAGER_PEER_": its tag and the rest. Other lines
+  // are skipped. kEof: the peer closed its stdout; kTimeout: nothing for kReplySeconds (the peer
+  // is then killed), so that a stuck peer cannot hang the bench.
+  enum class Read { kOk, kEof, kTimeout };
+  Read ReadTagged(std::string* tag, std::string* rest);
+  // Waits for the child and describes how it ended.
+  std::string Reap();
 
   pid_t pid_ = -1;
-  FILE* to_ = nullptr;    // the peer's stdin
-  FILE* from_ = nullptr;  // the peer's stdout
+  FILE* to_ = nullptr;   // the peer's stdin
+  int from_ = -1;        // the peer's stdout
+  std::string pending_;  // read from it, not yet a whole line
   nlohmann::json info_;
 };
 

@@ -25,7 +25,7 @@ is the same LibTorch 1.13 build (libtorch_cpu.so.1.13) and the same OpenBLAS as 
 
 Modes:
   --check        builds every arm, prints one JSON line {"arms": {arm: {"params", "init_loss"}}}.
-  --serve        for rdattn_model_bench --eager-peer: builds every arm, prints
+  --serve        for rdattn_model_bench --eager-pytorch: builds every arm, prints
                  "EAGER_PEER_READY {json}" and then answers one command line at a time on stdin:
                    step ARM N   runs N full steps of ARM on the fixed batch, answers
                                 "EAGER_PEER_DONE SECONDS LOSS..." (wall time of the N steps,
