@@ -302,15 +302,42 @@ Status RunList(Invocation& inv) {
 
 Status RunGet(Invocation& inv) {
   RDATTN_ASSIGN_OR_RETURN(const std::string format, FormatFlag(inv.args));
+  int64_t limit = -1;  // every job
+  if (auto v = inv.args.Get("limit")) {
+    RDATTN_ASSIGN_OR_RETURN(limit, ParseIntFlag("limit", *v, 0));
+  }
   RDATTN_ASSIGN_OR_RETURN(auto client, Connect(inv));
+  // The summary first (a few KB whatever the sweep's size), then the jobs page by page
+  // (docs/client.md "get ID").
   pb::GetSweepRequest request;
   request.set_sweep_id(inv.args.positional[1]);
-  request.set_view(pb::SWEEP_VIEW_FULL);
+  request.set_view(pb::SWEEP_VIEW_SUMMARY);
   RDATTN_ASSIGN_OR_RETURN(pb::GetSweepResponse response, client->GetSweep(request));
-  if (format == "json") {
-    inv.out << MessageJson(response.sweep(), true) << "\n";
+  pb::SweepStatus sweep = std::move(*response.mutable_sweep());
+  bool more = false;
+  if (!sweep.has_summary() && sweep.jobs_size() > 0) {
+    // A coordinator older than the summary view answered with the full view: every job.
+    if (limit >= 0 && sweep.jobs_size() > limit) {
+      sweep.mutable_jobs()->DeleteSubrange(static_cast<int>(limit),
+                                           sweep.jobs_size() - static_cast<int>(limit));
+      more = true;
+    }
+  } else if (limit != 0) {
+    RDATTN_ASSIGN_OR_RETURN(
+        pb::SweepStatus paged,
+        client->GetSweepJobs(sweep.sweep_id(), std::max<int64_t>(limit, 0), &more));
+    sweep.mutable_jobs()->Swap(paged.mutable_jobs());
   } else {
-    inv.out << FormatSweep(response.sweep()) << "\n";
+    more = sweep.job_counts().total() > 0;
+  }
+  if (format == "json") {
+    inv.out << MessageJson(sweep, true) << "\n";
+  } else {
+    inv.out << FormatSweep(sweep) << "\n";
+    if (more) {
+      inv.out << "(" << sweep.jobs_size() << " of " << sweep.job_counts().total()
+              << " jobs shown; --limit N shows more)\n";
+    }
   }
   return Status::Ok();
 }
@@ -495,11 +522,14 @@ const std::vector<Command>& Commands() {
        true,
        RunList},
       {"get",
-       "ID [--format text|json]",
-       "a sweep's state and its per-job table",
-       "",
+       "ID [--limit N] [--format text|json]",
+       "a sweep's state, its summary and its per-job table",
+       "The summary (pair groups by state, jobs per stored milestone, retries, the latest\n"
+       "failures) comes in one small reply; the jobs are read in pages of 1,000.",
        {{"ID", "the sweep id"}},
-       {{"format", FlagKind::kValue, "text or json", "text"}},
+       {{"limit", FlagKind::kValue, "at most N jobs in the table (>= 0; 0: the summary only)",
+         "every job"},
+        {"format", FlagKind::kValue, "text or json", "text"}},
        true,
        RunGet},
       {"watch",

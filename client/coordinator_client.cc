@@ -1,5 +1,6 @@
 #include "client/coordinator_client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "proto/contract/contract.h"
@@ -62,6 +63,43 @@ StatusOr<pb::GetSweepResponse> CoordinatorClient::GetSweep(const pb::GetSweepReq
     Prepare(&context, Deadline::kUnary);
     return stub_->GetSweep(&context, request, response);
   });
+}
+
+StatusOr<pb::SweepStatus> CoordinatorClient::GetSweepJobs(const std::string& sweep_id,
+                                                          int64_t limit, bool* more) {
+  pb::GetSweepRequest request;
+  request.set_sweep_id(sweep_id);
+  request.set_view(pb::SWEEP_VIEW_FULL);
+  pb::SweepStatus sweep;
+  bool first = true;
+  std::string token;
+  do {
+    const int64_t left = limit > 0 ? limit - sweep.jobs_size() : kJobsPerPage;
+    request.set_page_size(static_cast<int32_t>(std::min<int64_t>(kJobsPerPage, left)));
+    request.set_page_token(token);
+    RDATTN_ASSIGN_OR_RETURN(pb::GetSweepResponse page, GetSweep(request));
+    if (first) {
+      sweep = std::move(*page.mutable_sweep());
+      first = false;
+    } else {
+      for (pb::JobStatus& j : *page.mutable_sweep()->mutable_jobs()) {
+        *sweep.add_jobs() = std::move(j);
+      }
+    }
+    token = page.next_page_token();
+    if (!token.empty() && token == request.page_token()) {
+      return InternalError("GetSweep of sweep " + sweep_id +
+                           " returned the page token it was given (a coordinator bug)");
+    }
+  } while (!token.empty() && (limit <= 0 || sweep.jobs_size() < limit));
+  bool cut = !token.empty();
+  if (limit > 0 && sweep.jobs_size() > limit) {  // an older coordinator sent every job
+    sweep.mutable_jobs()->DeleteSubrange(static_cast<int>(limit),
+                                         sweep.jobs_size() - static_cast<int>(limit));
+    cut = true;
+  }
+  if (more != nullptr) *more = cut;
+  return sweep;
 }
 
 StatusOr<pb::ListSweepsResponse> CoordinatorClient::ListSweeps(

@@ -5,8 +5,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "client/settings.h"
 #include "common/status.h"
@@ -25,6 +27,14 @@ class CoordinatorClient {
   StatusOr<pb::ListSweepsResponse> ListSweeps(const pb::ListSweepsRequest& request);
   StatusOr<pb::CancelSweepResponse> CancelSweep(const pb::CancelSweepRequest& request);
   StatusOr<pb::GetReportResponse> GetReport(const pb::GetReportRequest& request);
+
+  // The sweep with its jobs, read through GetSweep's pages (FULL view, kJobsPerPage jobs a call,
+  // following next_page_token), at most `limit` jobs (0: every job). The counts, state and spec
+  // are the first page's. *more (optional) says that the sweep has jobs past the limit. A
+  // coordinator older than paging answers with every job at once, which is taken as it is.
+  StatusOr<pb::SweepStatus> GetSweepJobs(const std::string& sweep_id, int64_t limit = 0,
+                                         bool* more = nullptr);
+  static constexpr int kJobsPerPage = 1000;
 
   // Reads the stream until it ends, `on_message` returns false (the call is then cancelled and
   // OK returned), or it fails. Returns the stream's final status.

@@ -188,6 +188,42 @@ std::string Table::Render() const {
   return out.str();
 }
 
+std::string FormatSweepSummary(const pb::SweepStatus& sweep) {
+  const pb::SweepSummary& s = sweep.summary();
+  std::ostringstream out;
+  const pb::PairGroupCounts& g = s.pair_groups();
+  out << "pairs    " << g.total() << " total: " << g.complete() << " complete, " << g.running()
+      << " running, " << g.waiting() << " waiting, " << g.failed() << " failed\n";
+  if (s.milestones_size() > 0) {
+    out << "val NLL  stored/expected jobs per milestone:";
+    for (const pb::MilestoneCount& m : s.milestones()) {
+      out << " " << HumanTokens(m.milestone_tokens()) << " " << m.jobs_stored() << "/"
+          << m.jobs_expected();
+    }
+    if (s.milestones_truncated()) out << " ...";
+    out << "\n         all jobs at "
+        << (s.last_common_milestone_tokens() > 0 ? HumanTokens(s.last_common_milestone_tokens())
+                                                 : "none yet")
+        << ", furthest "
+        << (s.furthest_milestone_tokens() > 0 ? HumanTokens(s.furthest_milestone_tokens())
+                                              : "none yet")
+        << "\n";
+  }
+  out << "retries  " << s.jobs_retried() << " job(s) retried, " << s.machine_failures()
+      << " machine failure(s), " << s.jobs_backing_off() << " backing off";
+  if (s.tokens_per_second() > 0) out << "; running at " << HumanRate(s.tokens_per_second());
+  out << "\n";
+  if (s.jobs_with_problems() > 0) {
+    out << "problems " << s.jobs_with_problems() << " job(s) with a failure reason; latest:\n";
+    for (const pb::JobProblem& p : s.recent_problems()) {
+      const std::string reason = p.reason().substr(0, p.reason().find('\n'));
+      out << "  " << ShortJobId(p.job_id(), sweep.sweep_id()) << " " << JobStateName(p.state())
+          << " (attempt " << p.attempts() << "): " << reason << "\n";
+    }
+  }
+  return out.str();
+}
+
 std::string FormatSweep(const pb::SweepStatus& sweep) {
   std::ostringstream out;
   const pb::JobCounts& n = sweep.job_counts();
@@ -213,6 +249,7 @@ std::string FormatSweep(const pb::SweepStatus& sweep) {
     }
     out << "\n";
   }
+  if (sweep.has_summary()) out << FormatSweepSummary(sweep);
   if (sweep.jobs_size() == 0) return out.str();
 
   out << "\n";

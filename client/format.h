@@ -58,8 +58,12 @@ class Table {
 // A message in protobuf's JSON mapping with proto field names; `pretty` adds indentation.
 std::string MessageJson(const google::protobuf::Message& message, bool pretty);
 
-// `rdattn get`: the sweep's header lines and its per-job table.
+// `rdattn get`: the sweep's header lines, its summary (when the status has one) and its
+// per-job table.
 std::string FormatSweep(const pb::SweepStatus& sweep);
+// The summary's lines (SweepStatus.summary): pair groups, val NLL per milestone, retries, the
+// latest problems.
+std::string FormatSweepSummary(const pb::SweepStatus& sweep);
 // `rdattn list`: one row per sweep.
 std::string FormatSweepList(const std::vector<pb::SweepStatus>& sweeps);
 // `rdattn report`: the paired rows (per scale, milestone, arm), then what is missing.

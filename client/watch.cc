@@ -85,7 +85,7 @@ class TextSink : public Sink {
     // A job added to the running sweep: its target tokens, for its progress lines.
     if (printer_.needs_sweep() && SteadySeconds() - last_refresh_ >= 1.0) {
       last_refresh_ = SteadySeconds();
-      if (auto now = client_.GetSweep(get_); now.ok()) printer_.OnSweep(now->sweep());
+      if (auto now = client_.GetSweepJobs(get_.sweep_id()); now.ok()) printer_.OnSweep(*now);
     }
     if (printer_.ended()) final_state_ = printer_.final_state();
   }
@@ -166,9 +166,9 @@ class TableSink : public Sink {
   // The last frame from a last snapshot, so every row shows its final state.
   void Finish() override {
     Stop();
-    auto last = client_.GetSweep(get_);
+    auto last = client_.GetSweepJobs(get_.sweep_id());
     std::lock_guard<std::mutex> lock(mu_);
-    if (last.ok()) table_.OnSweep(last->sweep(), SteadySeconds());
+    if (last.ok()) table_.OnSweep(*last, SteadySeconds());
     table_.set_note("");
     DrawLocked(SteadySeconds());
   }
@@ -193,11 +193,12 @@ class TableSink : public Sink {
       if (since >= options_.refresh_seconds || (table_.needs_sweep() && since >= 1.0)) {
         last_refresh_ = now;
         lock.unlock();
-        auto snapshot = client_.GetSweep(get_);  // failures: the stream's reconnect tells
+        // Every job, in pages; failures: the stream's reconnect tells.
+        auto snapshot = client_.GetSweepJobs(get_.sweep_id());
         lock.lock();
         if (stop_) break;
         if (snapshot.ok()) {
-          table_.OnSweep(snapshot->sweep(), SteadySeconds());
+          table_.OnSweep(*snapshot, SteadySeconds());
           dirty_ = true;
         }
       }
@@ -233,21 +234,22 @@ class TableSink : public Sink {
 Status FollowSweep(CoordinatorClient& client, const std::string& sweep_id, uint64_t after_seq,
                    const WatchOptions& options, std::ostream& out, std::ostream& err,
                    pb::SweepState* final_state_out) {
+  // The state checks need only the summary view (a few KB); the table and the text lines need
+  // every job (their targets), read in pages (docs/client.md "watch ID").
   pb::GetSweepRequest get;
   get.set_sweep_id(sweep_id);
-  get.set_view(pb::SWEEP_VIEW_FULL);
-  RDATTN_ASSIGN_OR_RETURN(pb::GetSweepResponse initial, client.GetSweep(get));
+  get.set_view(pb::SWEEP_VIEW_SUMMARY);
   std::unique_ptr<Sink> sink;
-  switch (options.format) {
-    case WatchFormat::kJson:
-      sink = std::make_unique<JsonSink>(after_seq, out, err);
-      break;
-    case WatchFormat::kTable:
-      sink = std::make_unique<TableSink>(client, get, initial.sweep(), options, out);
-      break;
-    case WatchFormat::kText:
-      sink = std::make_unique<TextSink>(client, get, initial.sweep(), options, out, err);
-      break;
+  if (options.format == WatchFormat::kJson) {
+    RDATTN_RETURN_IF_ERROR(client.GetSweep(get).status());  // the sweep exists, may be read
+    sink = std::make_unique<JsonSink>(after_seq, out, err);
+  } else {
+    RDATTN_ASSIGN_OR_RETURN(pb::SweepStatus initial, client.GetSweepJobs(sweep_id));
+    if (options.format == WatchFormat::kTable) {
+      sink = std::make_unique<TableSink>(client, get, initial, options, out);
+    } else {
+      sink = std::make_unique<TextSink>(client, get, initial, options, out, err);
+    }
   }
 
   uint64_t seq = after_seq;

@@ -25,8 +25,9 @@ struct WatchOptions {
   WatchPrinterOptions printer;  // text only
   // Table only: the terminal whose size the table fits (-1: $COLUMNS x $LINES, else 80 x 24).
   int terminal_fd = -1;
-  // Table only: GetSweep (full view) at least this often while the sweep runs, and at most once
-  // a second when the events name a job the table does not know (one added to the sweep).
+  // Table only: every job (GetSweep's pages) at least this often while the sweep runs, and at
+  // most once a second when the events name a job the table does not know (one added to the
+  // sweep).
   double refresh_seconds = 5.0;
 };
 

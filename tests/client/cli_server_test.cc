@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -44,6 +45,11 @@ class FakeSweepService final : public pb::SweepService::Service {
   grpc::Status GetSweep(grpc::ServerContext* ctx, const pb::GetSweepRequest* req,
                         pb::GetSweepResponse* resp) override {
     if (auto s = Auth(ctx); !s.ok()) return s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gets_.push_back(*req);
+    }
+    if (req->sweep_id() == "sw-big") return BigSweep(*req, resp);
     if (req->sweep_id() != "sw1")
       return grpc::Status(grpc::NOT_FOUND, "no sweep " + req->sweep_id());
     *resp->mutable_sweep() = Sweep();
@@ -174,6 +180,59 @@ class FakeSweepService final : public pb::SweepService::Service {
     return grpc::Status::OK;
   }
 
+ public:
+  std::vector<pb::GetSweepRequest> gets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return gets_;
+  }
+  void clear_gets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gets_.clear();
+  }
+  static constexpr int kBigJobs = 2345;
+
+ private:
+  // A sweep of kBigJobs jobs served as the coordinator does: the summary view, or pages of the
+  // full view (at most 1,000 jobs; page_size 0 over 1,000 refused).
+  static grpc::Status BigSweep(const pb::GetSweepRequest& req, pb::GetSweepResponse* resp) {
+    pb::SweepStatus* s = resp->mutable_sweep();
+    s->set_sweep_id("sw-big");
+    s->set_state(pb::SWEEP_STATE_RUNNING);
+    s->mutable_job_counts()->set_total(kBigJobs);
+    if (req.view() == pb::SWEEP_VIEW_SUMMARY) {
+      pb::SweepSummary* m = s->mutable_summary();
+      m->mutable_pair_groups()->set_total(1173);
+      m->mutable_pair_groups()->set_complete(1000);
+      m->mutable_pair_groups()->set_running(170);
+      m->mutable_pair_groups()->set_failed(3);
+      pb::MilestoneCount* c = m->add_milestones();
+      c->set_milestone_tokens(6144);
+      c->set_jobs_expected(kBigJobs);
+      c->set_jobs_stored(2100);
+      m->set_furthest_milestone_tokens(6144);
+      m->set_jobs_with_problems(1);
+      pb::JobProblem* p = m->add_recent_problems();
+      p->set_job_id("sw-big/tiny/s7/rd");
+      p->set_state(pb::JOB_STATE_FAILED);
+      p->set_attempts(3);
+      p->set_reason("exit 1: out of memory\nmore lines");
+      return grpc::Status::OK;
+    }
+    if (req.view() != pb::SWEEP_VIEW_FULL) return grpc::Status::OK;
+    if (req.page_size() == 0) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, "page_size: 0 asks for too many jobs");
+    }
+    const int first = req.page_token().empty() ? 0 : std::stoi(req.page_token());
+    const int end = std::min(kBigJobs, first + std::min(req.page_size(), 1000));
+    for (int i = first; i < end; ++i) {
+      pb::JobStatus* j = s->add_jobs();
+      j->mutable_job()->set_job_id("sw-big/tiny/s" + std::to_string(i) + "/block");
+      j->set_state(pb::JOB_STATE_SUCCEEDED);
+    }
+    if (end < kBigJobs) resp->set_next_page_token(std::to_string(end));
+    return grpc::Status::OK;
+  }
+
   static pb::SweepStatus Sweep() {
     pb::SweepStatus s;
     s.set_sweep_id("sw1");
@@ -228,6 +287,7 @@ class FakeSweepService final : public pb::SweepService::Service {
   }
 
   std::mutex mu_;
+  std::vector<pb::GetSweepRequest> gets_;
   std::vector<uint64_t> after_seqs_;
   std::vector<std::string> request_ids_;
   bool had_deadline_ = false;
@@ -320,6 +380,69 @@ TEST_F(CliServerTest, GetAndNotFound) {
   const Result missing = Run({"get", "nope"});
   EXPECT_EQ(missing.code, 1);
   EXPECT_EQ(missing.err, "rdattn: NOT_FOUND: no sweep nope\n");
+}
+
+// `get` reads the summary in one call, then the jobs page by page (all, or --limit of them);
+// `watch --format json` asks only for the summary view, the text lines for every page.
+TEST_F(CliServerTest, GetReadsTheSummaryThenEveryPage) {
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const Result r = Run({"get", "sw-big"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("pairs    1173 total: 1000 complete, 170 running, 0 waiting, 3 failed"),
+            std::string::npos)
+      << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("6144 2100/2345"), std::string::npos) << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("tiny/s7/rd FAILED (attempt 3): exit 1: out of memory\n"), std::string::npos)
+      << r.out.substr(0, 2000);
+  EXPECT_EQ(count(r.out, " SUCCEEDED "), FakeSweepService::kBigJobs);
+  EXPECT_NE(r.out.find("tiny/s0/block "), std::string::npos);
+  EXPECT_NE(r.out.find("tiny/s2344/block "), std::string::npos);
+  EXPECT_EQ(r.out.find("jobs shown"), std::string::npos);
+  std::vector<pb::GetSweepRequest> gets = service_.gets();
+  ASSERT_EQ(gets.size(), 4u);  // the summary, then 3 pages of at most 1,000
+  EXPECT_EQ(gets[0].view(), pb::SWEEP_VIEW_SUMMARY);
+  for (size_t i = 1; i < gets.size(); ++i) {
+    EXPECT_EQ(gets[i].view(), pb::SWEEP_VIEW_FULL);
+    EXPECT_EQ(gets[i].page_size(), 1000);
+  }
+  EXPECT_EQ(gets[3].page_token(), "2000");
+
+  service_.clear_gets();
+  const Result few = Run({"get", "sw-big", "--limit", "5"});
+  ASSERT_EQ(few.code, 0) << few.err;
+  EXPECT_EQ(count(few.out, " SUCCEEDED "), 5);
+  EXPECT_NE(few.out.find("(5 of 2345 jobs shown; --limit N shows more)"), std::string::npos)
+      << few.out;
+  gets = service_.gets();
+  ASSERT_EQ(gets.size(), 2u);
+  EXPECT_EQ(gets[1].page_size(), 5);
+
+  service_.clear_gets();
+  const Result none = Run({"get", "sw-big", "--limit", "0", "--format", "json"});
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_NE(none.out.find("\"pair_groups\""), std::string::npos) << none.out;
+  EXPECT_EQ(none.out.find("\"jobs\""), std::string::npos) << none.out;
+  EXPECT_EQ(service_.gets().size(), 1u);
+
+  const Result bad = Run({"get", "sw-big", "--limit", "-1"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--limit"), std::string::npos) << bad.err;
+
+  service_.clear_gets();
+  ASSERT_EQ(Run({"watch", "sw1", "--format", "json"}).code, 0);
+  for (const pb::GetSweepRequest& g : service_.gets()) {
+    EXPECT_EQ(g.view(), pb::SWEEP_VIEW_SUMMARY) << g.DebugString();
+  }
+  service_.clear_gets();
+  ASSERT_EQ(Run({"watch", "sw1", "--format", "text", "--interval", "0"}).code, 0);
+  gets = service_.gets();
+  ASSERT_FALSE(gets.empty());
+  EXPECT_EQ(gets[0].view(), pb::SWEEP_VIEW_FULL);
+  EXPECT_EQ(gets[0].page_size(), 1000);
 }
 
 TEST_F(CliServerTest, ListPages) {
