@@ -325,6 +325,14 @@ class Core {
   uint64_t matched_gen_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Op> ops_ ABSL_GUARDED_BY(mu_);
   std::list<std::shared_ptr<LeaseWait>> waiters_ ABSL_GUARDED_BY(mu_);  // oldest first
+  // What tells the dispatch thread that a pass over the waiters is due (it is not, otherwise:
+  // an idle round costs nothing per waiting poll): polls admitted this round, cancellations
+  // told, the earliest end of a wait or call deadline, synchronous callers to ask.
+  std::vector<std::shared_ptr<LeaseWait>> admitted_ ABSL_GUARDED_BY(mu_);
+  int left_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time earliest_wait_end_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  int sync_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_sync_check_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool reaping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_reap_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t memory_changes_ ABSL_GUARDED_BY(mu_) = 0;  // OnJobChanged/OnWorkerSeen calls

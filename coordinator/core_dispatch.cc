@@ -2,6 +2,7 @@
 // commits, expires leases, and matches waiting LeaseJob polls with pending jobs
 // (docs/coordinator.md "Scheduling data structures").
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "common/log.h"
@@ -31,16 +32,12 @@ void Core::DispatchLoop() {
   mu_.Lock();
   while (!shutting_down_) {
     // Sleep until there is something to do: queued operations, new work for the waiting
-    // polls, the earliest end of a poll's wait or of a job's backoff, or the reaper's time.
+    // polls, a cancelled poll, the earliest end of a poll's wait or of a job's backoff, or the
+    // reaper's time. Nothing here is proportional to the number of waiting polls.
     const bool matching_due = !waiters_.empty() && work_gen_ != matched_gen_;
-    if (ops_.empty() && !matching_due) {
-      absl::Time wake = absl::InfiniteFuture();
+    if (ops_.empty() && !matching_due && left_pending_ == 0) {
+      absl::Time wake = earliest_wait_end_;
       if (reaping_) wake = std::min(wake, next_reap_);
-      bool sync_caller = false;
-      for (const std::shared_ptr<LeaseWait>& w : waiters_) {
-        wake = std::min(wake, w->wait_end);
-        if (w->caller_left || w->left.load()) sync_caller = true;
-      }
       if (!waiters_.empty() && memory_valid_) {
         const int64_t backoff_end = queue_.NextBackoffEnd(NowMicros());
         if (backoff_end > 0) {
@@ -53,7 +50,7 @@ void Core::DispatchLoop() {
       }
       // A caller that may leave without telling (the synchronous API's `cancelled`) is asked
       // every wait_slice.
-      if (sync_caller) wake = std::min(wake, absl::Now() + options_.wait_slice);
+      if (sync_waiters_ > 0) wake = std::min(wake, absl::Now() + options_.wait_slice);
       if (wake > absl::Now()) dispatch_cv_.WaitWithDeadline(&mu_, wake);
       if (shutting_down_) break;
     }
@@ -76,8 +73,8 @@ std::vector<std::function<void()>> Core::DispatchRound() {
   const absl::Time now = absl::Now();
   const bool reap = reaping_ && now >= next_reap_;
   if (reap) next_reap_ = now + options_.reap_interval;
-  const std::list<std::shared_ptr<LeaseWait>> before = waiters_;  // restored if the round fails
-  // Polls answered in this round: (wait, response). Sent only once the round has committed.
+  admitted_.clear();
+  // Polls taken off waiters_ in this round with their answer; sent once the round committed.
   std::vector<std::pair<std::shared_ptr<LeaseWait>, pb::LeaseJobResponse>> leased;
   int expired = 0;
   int retried = 0;
@@ -94,77 +91,106 @@ std::vector<std::function<void()>> Core::DispatchRound() {
       // 3. Matching: each waiting poll, oldest first, is offered the job the scheduler picks
       // for it, once per work generation (a job became PENDING or left its backoff), until
       // the queue has none left. Polls that ended or whose caller left are answered with no
-      // job. The cluster's liveness is read once per round.
+      // job. A pass over the waiters happens only when one of these is due.
       if (queue_.ReleaseDue(NowMicros()) > 0) NotifyWork();
+      const absl::Time t = absl::Now();
+      const bool sync_check = sync_waiters_ > 0 && t >= next_sync_check_;
+      if (sync_check) next_sync_check_ = t + options_.wait_slice;
+      const bool pass = work_gen_ != matched_gen_ || !admitted_.empty() || left_pending_ > 0 ||
+                        t >= earliest_wait_end_ || sync_check || shutting_down_;
       matched_gen_ = work_gen_;
-      if (waiters_.empty()) return Status::Ok();
-      ClusterView cluster;
-      cluster.now_us = NowMicros();
-      const int64_t live_since = cluster.now_us - absl::ToInt64Microseconds(WorkerLiveness());
-      for (const auto& [id, lw] : workers_) {
-        if (lw.last_seen_us < live_since) continue;
-        cluster.live_workers[lw.kind] += 1;
-        cluster.live.push_back(OtherWorker{id, lw.kind, lw.free_slots});
-      }
+      if (!pass || waiters_.empty()) return Status::Ok();
+      left_pending_ = 0;
+      std::optional<ClusterView> cluster;  // read once per round, when a poll is offered a job
+      absl::Time earliest = absl::InfiniteFuture();
+      auto take = [&](std::list<std::shared_ptr<LeaseWait>>::iterator it, pb::LeaseJobResponse resp)
+                      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                        if ((*it)->caller_left) --sync_waiters_;
+                        leased.emplace_back(*it, std::move(resp));
+                        return waiters_.erase(it);
+                      };
       for (auto it = waiters_.begin(); it != waiters_.end();) {
-        const std::shared_ptr<LeaseWait>& w = *it;
+        const std::shared_ptr<LeaseWait> w = *it;
         auto gone = [w] {
           return w->left.load() || absl::Now() >= w->call_deadline ||
                  (w->caller_left && w->caller_left());
         };
         if (shutting_down_ || gone()) {
-          leased.emplace_back(w, pb::LeaseJobResponse());
-          it = waiters_.erase(it);
+          it = take(it, pb::LeaseJobResponse());
           continue;
         }
-        if (queue_.size() == 0 || w->tried_gen == work_gen_) {
-          // Nothing new for it. A poll is offered a job at least once (wait 0 included).
-          if (absl::Now() >= w->wait_end) {
-            leased.emplace_back(w, pb::LeaseJobResponse());
-            it = waiters_.erase(it);
-          } else {
-            ++it;
+        if (queue_.size() > 0 && w->tried_gen != work_gen_) {
+          w->tried_gen = work_gen_;
+          if (!cluster) {
+            cluster.emplace();
+            cluster->now_us = NowMicros();
+            const int64_t live_since =
+                cluster->now_us - absl::ToInt64Microseconds(WorkerLiveness());
+            for (const auto& [id, lw] : workers_) {
+              if (lw.last_seen_us < live_since) continue;
+              cluster->live_workers[lw.kind] += 1;
+              cluster->live.push_back(OtherWorker{id, lw.kind, lw.free_slots});
+            }
           }
+          StatusOr<std::optional<pb::LeaseJobResponse>> r =
+              TryLeaseInTx(w->worker, w->req.free_slots(), *cluster, gone);
+          if (!r.ok()) {
+            // This poll's error (e.g. DATA_LOSS of the store) is its answer.
+            const Status err = r.status();
+            w->answered = true;
+            answers.push_back([w, err] { w->done(err); });
+            if (w->caller_left) --sync_waiters_;
+            it = waiters_.erase(it);
+            continue;
+          }
+          if (r->has_value()) {
+            it = take(it, std::move(**r));
+            continue;
+          }
+          if (gone()) {
+            it = take(it, pb::LeaseJobResponse());
+            continue;
+          }
+        }
+        // A poll is offered a job at least once (wait 0 included) before its wait ends.
+        if (absl::Now() >= w->wait_end) {
+          it = take(it, pb::LeaseJobResponse());
           continue;
         }
-        w->tried_gen = work_gen_;
-        StatusOr<std::optional<pb::LeaseJobResponse>> r =
-            TryLeaseInTx(w->worker, w->req.free_slots(), cluster, gone);
-        if (!r.ok()) {
-          // This poll's error (e.g. DATA_LOSS of the store) is its answer.
-          const Status err = r.status();
-          w->answered = true;
-          answers.push_back([w = w, err] { w->done(err); });
-          it = waiters_.erase(it);
-          continue;
-        }
-        if (r->has_value() || gone() || absl::Now() >= w->wait_end) {
-          leased.emplace_back(w, r->has_value() ? std::move(**r) : pb::LeaseJobResponse());
-          it = waiters_.erase(it);
-          continue;
-        }
+        earliest = std::min({earliest, w->wait_end, w->call_deadline});
         ++it;
       }
+      earliest_wait_end_ = earliest;
       return Status::Ok();
     });
   }
   if (!st.ok()) {
     // Nothing of the round was committed: the operations get the error (a poll admitted in
-    // it too); polls that waited before go back to waiting (their leases were undone).
+    // it too, through its operation); polls that waited before go back to waiting (their
+    // leases were undone) and are offered a job again.
     RDATTN_LOG(kError) << "dispatch round of " << ops.size()
                        << " operations failed: " << st.ToString();
-    waiters_.clear();
-    for (const std::shared_ptr<LeaseWait>& w : before) {
-      if (!w->answered) {
-        w->tried_gen = ~uint64_t{0};
-        waiters_.push_back(w);
-      }
+    for (const std::shared_ptr<LeaseWait>& a : admitted_) {
+      auto it = std::find(waiters_.begin(), waiters_.end(), a);
+      if (it != waiters_.end()) waiters_.erase(it);
     }
+    for (auto& [w, resp] : leased) {
+      if (std::find(admitted_.begin(), admitted_.end(), w) != admitted_.end()) continue;
+      waiters_.push_back(w);
+    }
+    sync_waiters_ = 0;
+    earliest_wait_end_ = absl::Now();  // the next round makes a pass
+    for (const std::shared_ptr<LeaseWait>& w : waiters_) {
+      w->tried_gen = ~uint64_t{0};
+      if (w->caller_left) ++sync_waiters_;
+    }
+    admitted_.clear();
     for (Op& op : ops) {
       answers.push_back([f = std::move(op.finish), st] { f(st); });
     }
     return answers;
   }
+  admitted_.clear();
   if (counters_ != nullptr) {
     if (expired > 0) counters_->LeasesExpired(expired);
     if (retried > 0) counters_->JobsRetried(retried);

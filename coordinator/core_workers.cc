@@ -2,7 +2,9 @@
 // progress events, completion, and lease expiry.
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -10,7 +12,6 @@
 #include "coordinator/data_identity.h"
 
 #include <absl/cleanup/cleanup.h>
-#include <absl/synchronization/notification.h>
 #include "common/log.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
@@ -234,6 +235,9 @@ std::shared_ptr<Core::LeaseWait> Core::LeaseJobAsync(const pb::LeaseJobRequest& 
     OnWorkerSeen(worker->id, worker->kind, wait->req.free_slots(), now);
     wait->worker = std::move(*worker);
     waiters_.push_back(wait);
+    admitted_.push_back(wait);
+    earliest_wait_end_ = std::min({earliest_wait_end_, wait->wait_end, wait->call_deadline});
+    if (wait->caller_left) ++sync_waiters_;
     *admitted = true;
     return Status::Ok();
   };
@@ -251,6 +255,7 @@ void Core::CancelLeaseWait(const std::shared_ptr<LeaseWait>& wait) {
   if (!wait) return;
   wait->left.store(true);
   absl::MutexLock lock(&mu_);
+  ++left_pending_;
   dispatch_cv_.Signal();  // the next round answers it (no job) and forgets it
 }
 
@@ -258,18 +263,25 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
                                               const CancelledFn& cancelled) {
   RDATTN_RETURN_IF_ERROR(CheckLeaseJobRequest(req));
   if (cancelled && cancelled()) return pb::LeaseJobResponse();
-  absl::Notification answered;
+  // A std::mutex, not absl::Notification: ThreadSanitizer sees its order (Debian's abseil is
+  // uninstrumented code).
+  std::mutex m;
+  std::condition_variable cv;
+  bool answered = false;
   StatusOr<pb::LeaseJobResponse> result = pb::LeaseJobResponse();
   // The dispatch thread asks `cancelled` (every wait_slice while the poll waits, and inside
   // the lease's transaction); this thread does not call it again meanwhile.
   LeaseJobAsync(
       req, absl::InfiniteFuture(),
       [&](StatusOr<pb::LeaseJobResponse> r) {
+        std::lock_guard<std::mutex> lock(m);
         result = std::move(r);
-        answered.Notify();
+        answered = true;
+        cv.notify_one();
       },
       cancelled);
-  answered.WaitForNotification();
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return answered; });
   return result;
 }
 

@@ -321,7 +321,7 @@ class Store {
   // could detect (a WAL cut at a frame boundary) still never hands out a number twice.
   std::string path_;  // "" or ":memory:": no mark
   int64_t seq_reserved_ = 0;
-  static constexpr int64_t kSeqBlock = 1024;
+  static constexpr int64_t kSeqBlock = 65536;  // one fsynced mark per 65,536 events
   Status ApplySeqMark();
   Status ReserveSeqs(int64_t seq);
 };
