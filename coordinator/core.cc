@@ -56,6 +56,11 @@ Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options
 
 Core::~Core() { Shutdown(); }
 
+void Core::SetReadStore(std::unique_ptr<Store> reader) {
+  absl::MutexLock lock(&read_mu_);
+  reader_ = std::move(reader);
+}
+
 void Core::StartReaper() {
   absl::MutexLock lock(&mu_);
   if (reaping_ || shutting_down_) return;
@@ -401,6 +406,11 @@ Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& r
 }
 
 StatusOr<pb::SweepStatus> Core::MakeSweepStatus(const SweepRow& row, bool with_jobs) {
+  return MakeSweepStatusFrom(*store_, row, with_jobs);
+}
+
+StatusOr<pb::SweepStatus> Core::MakeSweepStatusFrom(Store& store, const SweepRow& row,
+                                                    bool with_jobs) {
   pb::SweepStatus out;
   out.set_sweep_id(row.id);
   *out.mutable_spec() = row.spec;
@@ -409,7 +419,7 @@ StatusOr<pb::SweepStatus> Core::MakeSweepStatus(const SweepRow& row, bool with_j
   SetTimestamp(row.create_us, out.mutable_create_time());
   SetTimestamp(row.update_us, out.mutable_update_time());
   if (row.end_us != 0) SetTimestamp(row.end_us, out.mutable_end_time());
-  RDATTN_ASSIGN_OR_RETURN(SweepFacts f, store_->GetSweepFacts(row.id));
+  RDATTN_ASSIGN_OR_RETURN(SweepFacts f, store.GetSweepFacts(row.id));
   pb::JobCounts* c = out.mutable_job_counts();
   c->set_total(f.total);
   c->set_pending(f.pending);
@@ -418,14 +428,14 @@ StatusOr<pb::SweepStatus> Core::MakeSweepStatus(const SweepRow& row, bool with_j
   c->set_succeeded(f.succeeded);
   c->set_failed(f.failed);
   c->set_cancelled(f.cancelled);
-  RDATTN_ASSIGN_OR_RETURN(int64_t last_seq, store_->LastSweepEventSeq(row.id));
+  RDATTN_ASSIGN_OR_RETURN(int64_t last_seq, store.LastSweepEventSeq(row.id));
   out.set_last_event_seq(static_cast<uint64_t>(last_seq));
   if (row.spec.has_seed_policy()) {
-    RDATTN_ASSIGN_OR_RETURN(std::optional<pb::SequentialState> seq, store_->GetSequential(row.id));
+    RDATTN_ASSIGN_OR_RETURN(std::optional<pb::SequentialState> seq, store.GetSequential(row.id));
     if (seq) *out.mutable_sequential() = std::move(*seq);
   }
   if (!with_jobs) return out;
-  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store_->ListJobs(row.id));
+  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, store.ListJobs(row.id));
   const int64_t now = NowMicros();
   for (const JobRow& j : jobs) *out.add_jobs() = MakeJobStatus(j, now);
   return out;
@@ -632,34 +642,36 @@ StatusOr<pb::GetSweepResponse> Core::GetSweep(const pb::GetSweepRequest& req) {
   }
   RDATTN_ASSIGN_OR_RETURN(const int64_t after_seq,
                           ParseJobPageToken(req.sweep_id(), req.page_token()));
-  absl::MutexLock lock(&mu_);
-  RDATTN_ASSIGN_OR_RETURN(SweepRow row, store_->GetSweep(req.sweep_id()));
-  pb::GetSweepResponse resp;
-  RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(), MakeSweepStatus(row, /*with_jobs=*/false));
-  pb::SweepStatus& sweep = *resp.mutable_sweep();
-  const int64_t now = NowMicros();
-  if (view == pb::SWEEP_VIEW_SUMMARY) {
-    RDATTN_ASSIGN_OR_RETURN(*sweep.mutable_summary(), ReadSweepSummary(*store_, row.id, now));
-  }
-  if (view != pb::SWEEP_VIEW_FULL) return resp;
-  // A page of jobs in creation order (docs/coordinator.md "Reading big sweeps"). page_size 0:
-  // every job, as before paging, while that fits one reply.
-  if (req.page_size() == 0 && sweep.job_counts().total() > kMaxJobsUnpaged) {
-    return InvalidArgumentError(
-        "page_size: 0 asks for all " + std::to_string(sweep.job_counts().total()) +
-        " jobs of sweep " + row.id + " in one reply, more than " + std::to_string(kMaxJobsUnpaged) +
-        "; page through them (page_size at most " + std::to_string(kMaxJobsPerPage) +
-        ", then next_page_token)");
-  }
-  const int page =
-      req.page_size() == 0 ? kMaxJobsUnpaged : std::min(req.page_size(), kMaxJobsPerPage);
-  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs,
-                          store_->ListJobsPage(row.id, after_seq, page + 1));
-  const bool more = static_cast<int>(jobs.size()) > page;
-  if (more) jobs.resize(page);
-  for (const JobRow& j : jobs) *sweep.add_jobs() = MakeJobStatus(j, now);
-  if (more) resp.set_next_page_token(JobPageToken(row.id, jobs.back().seq));
-  return resp;
+  return WithReadStore([&](Store& store) -> StatusOr<pb::GetSweepResponse> {
+    RDATTN_ASSIGN_OR_RETURN(SweepRow row, store.GetSweep(req.sweep_id()));
+    pb::GetSweepResponse resp;
+    RDATTN_ASSIGN_OR_RETURN(*resp.mutable_sweep(),
+                            MakeSweepStatusFrom(store, row, /*with_jobs=*/false));
+    pb::SweepStatus& sweep = *resp.mutable_sweep();
+    const int64_t now = NowMicros();
+    if (view == pb::SWEEP_VIEW_SUMMARY) {
+      RDATTN_ASSIGN_OR_RETURN(*sweep.mutable_summary(), ReadSweepSummary(store, row.id, now));
+    }
+    if (view != pb::SWEEP_VIEW_FULL) return resp;
+    // A page of jobs in creation order (docs/coordinator.md "Reading big sweeps"). page_size 0:
+    // every job, as before paging, while that fits one reply.
+    if (req.page_size() == 0 && sweep.job_counts().total() > kMaxJobsUnpaged) {
+      return InvalidArgumentError(
+          "page_size: 0 asks for all " + std::to_string(sweep.job_counts().total()) +
+          " jobs of sweep " + row.id + " in one reply, more than " +
+          std::to_string(kMaxJobsUnpaged) + "; page through them (page_size at most " +
+          std::to_string(kMaxJobsPerPage) + ", then next_page_token)");
+    }
+    const int page =
+        req.page_size() == 0 ? kMaxJobsUnpaged : std::min(req.page_size(), kMaxJobsPerPage);
+    RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> jobs,
+                            store.ListJobsPage(row.id, after_seq, page + 1));
+    const bool more = static_cast<int>(jobs.size()) > page;
+    if (more) jobs.resize(page);
+    for (const JobRow& j : jobs) *sweep.add_jobs() = MakeJobStatus(j, now);
+    if (more) resp.set_next_page_token(JobPageToken(row.id, jobs.back().seq));
+    return resp;
+  });
 }
 
 StatusOr<pb::ListSweepsResponse> Core::ListSweeps(const pb::ListSweepsRequest& req) {
@@ -677,17 +689,18 @@ StatusOr<pb::ListSweepsResponse> Core::ListSweeps(const pb::ListSweepsRequest& r
       req.page_size() == 0 ? kDefaultPageSize : std::min(req.page_size(), kMaxPageSize);
   filter.limit = page + 1;  // one more tells whether there is a next page
 
-  absl::MutexLock lock(&mu_);
-  RDATTN_ASSIGN_OR_RETURN(std::vector<SweepRow> rows, store_->ListSweeps(filter));
-  pb::ListSweepsResponse resp;
-  const bool more = static_cast<int>(rows.size()) > page;
-  if (more) rows.resize(page);
-  for (const SweepRow& r : rows) {
-    RDATTN_ASSIGN_OR_RETURN(*resp.add_sweeps(),
-                            MakeSweepStatus(r, req.view() == pb::SWEEP_VIEW_FULL));
-  }
-  if (more) resp.set_next_page_token(kPageTokenPrefix + std::to_string(rows.back().seq));
-  return resp;
+  return WithReadStore([&](Store& store) -> StatusOr<pb::ListSweepsResponse> {
+    RDATTN_ASSIGN_OR_RETURN(std::vector<SweepRow> rows, store.ListSweeps(filter));
+    pb::ListSweepsResponse resp;
+    const bool more = static_cast<int>(rows.size()) > page;
+    if (more) rows.resize(page);
+    for (const SweepRow& r : rows) {
+      RDATTN_ASSIGN_OR_RETURN(*resp.add_sweeps(),
+                              MakeSweepStatusFrom(store, r, req.view() == pb::SWEEP_VIEW_FULL));
+    }
+    if (more) resp.set_next_page_token(kPageTokenPrefix + std::to_string(rows.back().seq));
+    return resp;
+  });
 }
 
 Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,

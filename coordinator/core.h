@@ -119,6 +119,11 @@ class Core {
 
   const CoreOptions& options() const { return options_; }
 
+  // A second connection to the same file, for GetSweep and ListSweeps (Store::OpenReader): in
+  // WAL mode it reads the last committed state without the writer's lock, so a slow or busy
+  // reader never stalls the workers' calls. Without one, reads take the writer's lock.
+  void SetReadStore(std::unique_ptr<Store> reader);
+
   // Returns true when the caller has gone away (e.g. grpc::ServerContext::IsCancelled).
   using CancelledFn = std::function<bool()>;
   // Sends one event of a watch; false when the stream is broken.
@@ -228,6 +233,19 @@ class Core {
   void NotifyWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<pb::SweepStatus> MakeSweepStatus(const SweepRow& row, bool with_jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same from `store` (the writer's under mu_, or the read connection under read_mu_).
+  StatusOr<pb::SweepStatus> MakeSweepStatusFrom(Store& store, const SweepRow& row, bool with_jobs);
+  // Runs fn(store) on the read connection under read_mu_, or on the writer's store under mu_
+  // when there is none.
+  template <typename F>
+  auto WithReadStore(F&& fn) -> decltype(fn(std::declval<Store&>())) {
+    {
+      absl::MutexLock lock(&read_mu_);
+      if (reader_) return fn(*reader_);
+    }
+    absl::MutexLock lock(&mu_);
+    return fn(*store_);
+  }
   Status InsertSweep(SweepRow& row, const std::vector<pb::JobSpec>& jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Inserts PENDING jobs of the sweep, each with a state-change event saying `reason`.
@@ -317,6 +335,8 @@ class Core {
 
   absl::Mutex mu_;
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(mu_);  // never null
+  absl::Mutex read_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::unique_ptr<Store> reader_ ABSL_GUARDED_BY(read_mu_);  // null: reads use store_
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // The dispatch thread's inputs: queued operations, waiting polls, and the work generation

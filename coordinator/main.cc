@@ -307,6 +307,10 @@ int main(int argc, char** argv) {
   if (!report_temp_dir.ok()) return Fail(report_temp_dir.status());
   options.report_temp_dir = *report_temp_dir;
   Core core(std::move(*store), &clock, options, metrics.get());
+  // GetSweep and ListSweeps read on a connection of their own (docs/coordinator.md "Reads").
+  StatusOr<std::unique_ptr<Store>> reader = Store::OpenReader(db_path);
+  if (!reader.ok()) return Fail(reader.status());
+  core.SetReadStore(std::move(*reader));
   core.StartReaper();
 
   // Declared after the core: destroyed (no more scrapes) before it.

@@ -434,6 +434,25 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, const Stor
   return store;
 }
 
+StatusOr<std::unique_ptr<Store>> Store::OpenReader(const std::string& path) {
+  RDATTN_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, SqliteDb::Open(path));
+  std::unique_ptr<Store> store(new Store(std::move(db)));  // no path: it writes no seq mark
+  Status st = [&]() -> Status {
+    RDATTN_RETURN_IF_ERROR(store->db_->Exec("PRAGMA busy_timeout = 5000"));
+    RDATTN_RETURN_IF_ERROR(store->db_->Exec("PRAGMA query_only = ON"));
+    RDATTN_ASSIGN_OR_RETURN(std::string version_text, store->db_->QueryText("PRAGMA user_version"));
+    const int version = version_text.empty() ? 0 : std::stoi(version_text);
+    if (version != kSchemaVersion) {
+      return FailedPreconditionError("schema version " + std::to_string(version) + ", not " +
+                                     std::to_string(kSchemaVersion) +
+                                     " (open it for writing first)");
+    }
+    return Status::Ok();
+  }();
+  RDATTN_RETURN_IF_ERROR(st.WithPrefix("read connection to database " + path));
+  return store;
+}
+
 Status Store::Init(const StoreOptions& options) {
   RDATTN_RETURN_IF_ERROR(db_->Exec("PRAGMA busy_timeout = 5000"));
   if (options.quick_check) RDATTN_RETURN_IF_ERROR(QuickCheck());

@@ -186,6 +186,11 @@ class Store {
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
                                                const StoreOptions& options = {});
 
+  // A read-only connection to a store that Open() has created or migrated (PRAGMA
+  // query_only): for reads beside the writer's connection (WAL: they see the last commit and
+  // do not block it). A file of another schema version is FAILED_PRECONDITION.
+  static StatusOr<std::unique_ptr<Store>> OpenReader(const std::string& path);
+
   // PRAGMA quick_check: OK, or DATA_LOSS with what SQLite found (its first lines).
   Status QuickCheck();
   // The store epoch: a random id kept in the meta table, new when the store is created and

@@ -753,5 +753,43 @@ TEST(StoreTest, OneLockHolderPerStore) {
   EXPECT_TRUE(FileLock::Acquire(lock, "pid 3, host c\n").ok());
 }
 
+// The read connection (Core::SetReadStore): it sees what the writer committed, never what a
+// transaction still holds, while the writer's transaction is open (WAL), and it cannot write.
+TEST(StoreTest, ReadConnectionSeesCommitsOnlyAndCannotWrite) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.db");
+  std::unique_ptr<Store> writer = OpenOk(path);
+  StatusOr<std::unique_ptr<Store>> opened = Store::OpenReader(path);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store& reader = **opened;
+  SweepRow a = MakeSweep("sw-read-a", "alice");
+  ASSERT_TRUE(writer->InsertSweep(a).ok());
+  ASSERT_TRUE(reader.GetSweep("sw-read-a").ok());
+  bool read_inside = false;
+  ASSERT_TRUE(writer
+                  ->Transaction([&]() -> Status {
+                    SweepRow b = MakeSweep("sw-read-b", "bob");
+                    RDATTN_RETURN_IF_ERROR(writer->InsertSweep(b));
+                    // Not committed yet: the reader does not see it, and is not blocked.
+                    StatusOr<SweepRow> seen = reader.GetSweep("sw-read-b");
+                    read_inside = true;
+                    EXPECT_EQ(seen.status().code(), StatusCode::kNotFound);
+                    return Status::Ok();
+                  })
+                  .ok());
+  EXPECT_TRUE(read_inside);
+  EXPECT_TRUE(reader.GetSweep("sw-read-b").ok());
+  SweepRow c = MakeSweep("sw-read-c", "carol");
+  Status write = reader.InsertSweep(c);
+  EXPECT_FALSE(write.ok()) << "the read connection wrote";
+  EXPECT_EQ(writer->GetSweep("sw-read-c").status().code(), StatusCode::kNotFound);
+  // A file that no writer has created is refused, naming the schema version.
+  StatusOr<std::unique_ptr<Store>> fresh = Store::OpenReader(dir.File("empty.db"));
+  ASSERT_FALSE(fresh.ok());
+  EXPECT_EQ(fresh.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(fresh.status().message().find("schema version 0"), std::string::npos)
+      << fresh.status().message();
+}
+
 }  // namespace
 }  // namespace rdattn::coordinator
