@@ -298,6 +298,9 @@ class Store {
     return r;
   }
   StatusOr<JobRow> ReadJob(SqliteStmt& stmt);
+  // PendingGroupKinds and ActiveGroupKinds: the kinds of the groups with a job in `states`.
+  StatusOr<std::map<std::string, std::set<HardwareKind>>> GroupKindsOfJobsIn(
+      const std::vector<pb::JobState>& states);
   StatusOr<std::vector<JobRow>> QueryJobs(const std::string& where, const std::string& arg,
                                           int64_t int_arg);
 
