@@ -933,20 +933,16 @@ StatusOr<std::vector<PendingJob>> Store::ListPending() {
   return out;
 }
 
-StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::GroupKindsOfJobsIn(
-    const std::vector<pb::JobState>& states) {
-  std::string in;
-  for (size_t k = 0; k < states.size(); ++k) {
-    in += (k == 0 ? "?" : ", ?") + std::to_string(k + 1);
-  }
+StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::ActiveGroupKinds() {
   RDATTN_ASSIGN_OR_RETURN(
       SqliteStmt s,
-      db_->Prepare("SELECT DISTINCT j.pair_group, a.worker_kind FROM attempts a "
-                   "JOIN jobs j ON j.id = a.job_id "
-                   "WHERE j.pair_group IN (SELECT pair_group FROM jobs WHERE state IN (" +
-                   in + "))"));
-  for (size_t k = 0; k < states.size(); ++k)
-    s.Bind(static_cast<int>(k + 1), static_cast<int>(states[k]));
+      db_->Prepare(
+          "SELECT DISTINCT j.pair_group, a.worker_kind FROM attempts a "
+          "JOIN jobs j ON j.id = a.job_id "
+          "WHERE j.pair_group IN (SELECT pair_group FROM jobs WHERE state IN (?1, ?2, ?3))"));
+  s.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
+  s.Bind(2, static_cast<int>(pb::JOB_STATE_LEASED));
+  s.Bind(3, static_cast<int>(pb::JOB_STATE_RUNNING));
   std::map<std::string, std::set<HardwareKind>> out;
   while (true) {
     RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -955,14 +951,6 @@ StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::GroupKindsOfJobsI
     if (kind != HardwareKind::kAny) out[s.Text(0)].insert(kind);
   }
   return out;
-}
-
-StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::PendingGroupKinds() {
-  return GroupKindsOfJobsIn({pb::JOB_STATE_PENDING});
-}
-
-StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::ActiveGroupKinds() {
-  return GroupKindsOfJobsIn({pb::JOB_STATE_PENDING, pb::JOB_STATE_LEASED, pb::JOB_STATE_RUNNING});
 }
 
 StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
@@ -1244,20 +1232,6 @@ StatusOr<std::vector<WorkerRow>> Store::ListWorkers() {
       SqliteStmt s, db_->Prepare("SELECT id, hostname, kind, slots, free_slots, registration, "
                                  "registered_us, last_seen_us FROM workers ORDER BY id"));
   return ReadAll<WorkerRow>(s, ReadWorker);
-}
-
-StatusOr<std::map<HardwareKind, int>> Store::LiveWorkersByKind(int64_t since_us) {
-  RDATTN_ASSIGN_OR_RETURN(
-      SqliteStmt s,
-      db_->Prepare("SELECT kind, COUNT(*) FROM workers WHERE last_seen_us >= ?1 GROUP BY kind"));
-  s.Bind(1, since_us);
-  std::map<HardwareKind, int> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out[HardwareKindFromProto(static_cast<int>(s.Int(0)))] += static_cast<int>(s.Int(1));
-  }
-  return out;
 }
 
 // --- GetSweep's summary and pages (docs/coordinator.md "Reading big sweeps")

@@ -227,9 +227,8 @@ class Store {
   StatusOr<std::vector<JobRow>> ListJobsOfGroup(const std::string& pair_group);  // creation order
   StatusOr<std::vector<JobRow>> ListExpiredLeases(int64_t now_us);
   StatusOr<std::vector<PendingJob>> ListPending();
-  // Kinds every pair group with a PENDING job has run on (from its attempts).
-  StatusOr<std::map<std::string, std::set<HardwareKind>>> PendingGroupKinds();
-  // The same for every pair group with a job that has not ended (PENDING, LEASED, RUNNING).
+  // Kinds every pair group with a job that has not ended (PENDING, LEASED, RUNNING) has run
+  // on (from its attempts): the scheduler's group kinds when it is rebuilt.
   StatusOr<std::map<std::string, std::set<HardwareKind>>> ActiveGroupKinds();
   StatusOr<SweepFacts> GetSweepFacts(const std::string& sweep_id);
   // At most `limit` jobs of the sweep with seq > after_seq, in creation order (a page of
@@ -281,8 +280,6 @@ class Store {
   StatusOr<std::optional<WorkerRow>> GetWorker(const std::string& id);
   Status TouchWorker(const std::string& id, int64_t now_us, int free_slots);
   StatusOr<std::vector<WorkerRow>> ListWorkers();  // by id
-  // Workers seen at or after `since_us`, counted by kind.
-  StatusOr<std::map<HardwareKind, int>> LiveWorkersByKind(int64_t since_us);
 
  private:
   explicit Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
@@ -298,9 +295,6 @@ class Store {
     return r;
   }
   StatusOr<JobRow> ReadJob(SqliteStmt& stmt);
-  // PendingGroupKinds and ActiveGroupKinds: the kinds of the groups with a job in `states`.
-  StatusOr<std::map<std::string, std::set<HardwareKind>>> GroupKindsOfJobsIn(
-      const std::vector<pb::JobState>& states);
   StatusOr<std::vector<JobRow>> QueryJobs(const std::string& where, const std::string& arg,
                                           int64_t int_arg);
 
