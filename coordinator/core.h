@@ -49,7 +49,8 @@ struct CoreOptions {
   // A worker is live (for the scheduler's kind rules) while seen within this window;
   // zero: max(3 × heartbeat_interval, lease_ttl).
   absl::Duration worker_liveness = absl::ZeroDuration();
-  // Real-time slice of long waits: how soon a cancelled call or shutdown is noticed.
+  // How often the dispatch thread asks a synchronous LeaseJob's `cancelled` while the poll
+  // waits, and looks again at a backoff's end (the injected clock may move by steps).
   absl::Duration wait_slice = absl::Milliseconds(100);
   int default_max_attempts = 3;  // for sweeps with max_attempts = 0
   // Retries (docs/coordinator.md "Retries and backoff"): after a failed attempt a job waits
@@ -282,6 +283,38 @@ class Core {
     std::function<void(const Status&)> finish;  // outside mu_
   };
   void Enqueue(Op op) ABSL_LOCKS_EXCLUDED(mu_);
+  // A WorkerService call's body (one of the *InTx methods) in a transaction of its own: the
+  // synchronous API.
+  template <typename T>
+  StatusOr<T> RunInTx(const std::function<StatusOr<T>()>& body) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
+    StatusOr<T> result = T();
+    RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status {
+      result = body();
+      return result.status();
+    }));
+    return result;
+  }
+  // The same body as an operation of the next dispatch round; `done` gets its answer (or the
+  // round's commit error) after the commit.
+  template <typename T>
+  void EnqueueInTx(std::function<StatusOr<T>()> body, Done<T> done) ABSL_LOCKS_EXCLUDED(mu_) {
+    auto result = std::make_shared<StatusOr<T>>(T());
+    Op op;
+    op.apply = [body = std::move(body), result] {
+      *result = body();
+      return result->status();
+    };
+    op.finish = [result, done = std::move(done)](const Status& st) {
+      if (!st.ok()) return done(st);
+      done(std::move(*result));
+    };
+    Enqueue(std::move(op));
+  }
+  // The counters of a committed progress event or completion.
+  void CountProgress(const ProgressResult& r);
+  void CountCompletion(const pb::CompleteJobResponse& r);
   void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // One round: the queued operations, lease expiry when due, then matching. Returns what to
   // call once mu_ is released.

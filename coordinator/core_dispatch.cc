@@ -103,12 +103,15 @@ std::vector<std::function<void()>> Core::DispatchRound() {
       left_pending_ = 0;
       std::optional<ClusterView> cluster;  // read once per round, when a poll is offered a job
       absl::Time earliest = absl::InfiniteFuture();
-      auto take = [&](std::list<std::shared_ptr<LeaseWait>>::iterator it, pb::LeaseJobResponse resp)
-                      ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                        if ((*it)->caller_left) --sync_waiters_;
-                        leased.emplace_back(*it, std::move(resp));
-                        return waiters_.erase(it);
-                      };
+      using WaiterIt = std::list<std::shared_ptr<LeaseWait>>::iterator;
+      auto remove = [&](WaiterIt it) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        if ((*it)->caller_left) --sync_waiters_;
+        return waiters_.erase(it);
+      };
+      auto take = [&](WaiterIt it, pb::LeaseJobResponse resp) {
+        leased.emplace_back(*it, std::move(resp));
+        return remove(it);
+      };
       for (auto it = waiters_.begin(); it != waiters_.end();) {
         const std::shared_ptr<LeaseWait> w = *it;
         auto gone = [w] {
@@ -139,8 +142,7 @@ std::vector<std::function<void()>> Core::DispatchRound() {
             const Status err = r.status();
             w->answered = true;
             answers.push_back([w, err] { w->done(err); });
-            if (w->caller_left) --sync_waiters_;
-            it = waiters_.erase(it);
+            it = remove(it);
             continue;
           }
           if (r->has_value()) {

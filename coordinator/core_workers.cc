@@ -221,9 +221,8 @@ std::shared_ptr<Core::LeaseWait> Core::LeaseJobAsync(const pb::LeaseJobRequest& 
   wait->done = std::move(done);
   // Admission (the worker is registered; it is seen now with its free slots) is an operation
   // of the next round; the round then offers it a job, or it waits among waiters_.
-  auto admitted = std::make_shared<bool>(false);
   Op op;
-  op.apply = [this, wait, admitted]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
+  op.apply = [this, wait]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker,
                             store_->GetWorker(wait->req.worker_id()));
     if (!worker) {
@@ -238,10 +237,9 @@ std::shared_ptr<Core::LeaseWait> Core::LeaseJobAsync(const pb::LeaseJobRequest& 
     admitted_.push_back(wait);
     earliest_wait_end_ = std::min({earliest_wait_end_, wait->wait_end, wait->call_deadline});
     if (wait->caller_left) ++sync_waiters_;
-    *admitted = true;
     return Status::Ok();
   };
-  op.finish = [wait, admitted](const Status& st) {
+  op.finish = [wait](const Status& st) {
     // OK: admitted; the round answers it. An error before admission (or a commit that failed)
     // is the answer.
     if (st.ok()) return;
@@ -287,29 +285,14 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
 
 StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req) {
   if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
-  absl::MutexLock lock(&mu_);
-  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
-  StatusOr<pb::HeartbeatResponse> resp = pb::HeartbeatResponse();
-  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status {
-    resp = HeartbeatInTx(req);
-    return resp.status();
-  }));
-  return resp;
+  return RunInTx<pb::HeartbeatResponse>(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HeartbeatInTx(req); });
 }
 
 void Core::HeartbeatAsync(const pb::HeartbeatRequest& req, Done<pb::HeartbeatResponse> done) {
   if (req.worker_id().empty()) return done(InvalidArgumentError("worker_id: required"));
-  auto resp = std::make_shared<StatusOr<pb::HeartbeatResponse>>(pb::HeartbeatResponse());
-  Op op;
-  op.apply = [this, req, resp]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
-    *resp = HeartbeatInTx(req);
-    return resp->status();
-  };
-  op.finish = [resp, done = std::move(done)](const Status& st) {
-    if (!st.ok()) return done(st);
-    done(std::move(*resp));
-  };
-  Enqueue(std::move(op));
+  EnqueueInTx<pb::HeartbeatResponse>(
+      [this, req]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HeartbeatInTx(req); }, std::move(done));
 }
 
 StatusOr<pb::HeartbeatResponse> Core::HeartbeatInTx(const pb::HeartbeatRequest& req) {
@@ -378,14 +361,9 @@ Status CheckProgress(const std::string& lease_id, const pb::MetricEvent& event) 
 StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
                                                     const pb::MetricEvent& event) {
   RDATTN_RETURN_IF_ERROR(CheckProgress(lease_id, event));
-  absl::MutexLock lock(&mu_);
-  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
-  StatusOr<ProgressResult> result = ProgressResult();
-  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status {
-    result = RecordProgressInTx(lease_id, event);
-    return result.status();
-  }));
-  if (counters_ != nullptr && result->stored) counters_->MetricEventsStored(1);
+  StatusOr<ProgressResult> result = RunInTx<ProgressResult>(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return RecordProgressInTx(lease_id, event); });
+  if (result.ok()) CountProgress(*result);
   return result;
 }
 
@@ -393,18 +371,17 @@ void Core::RecordProgressAsync(const std::string& lease_id, const pb::MetricEven
                                Done<ProgressResult> done) {
   Status bad = CheckProgress(lease_id, event);
   if (!bad.ok()) return done(bad);
-  auto result = std::make_shared<StatusOr<ProgressResult>>(ProgressResult());
-  Op op;
-  op.apply = [this, lease_id, event, result]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
-    *result = RecordProgressInTx(lease_id, event);
-    return result->status();
-  };
-  op.finish = [this, result, done = std::move(done)](const Status& st) {
-    if (!st.ok()) return done(st);
-    if (counters_ != nullptr && (*result)->stored) counters_->MetricEventsStored(1);
-    done(std::move(*result));
-  };
-  Enqueue(std::move(op));
+  EnqueueInTx<ProgressResult>(
+      [this, lease_id, event]()
+          ABSL_NO_THREAD_SAFETY_ANALYSIS { return RecordProgressInTx(lease_id, event); },
+      [this, done = std::move(done)](StatusOr<ProgressResult> r) {
+        if (r.ok()) CountProgress(*r);
+        done(std::move(r));
+      });
+}
+
+void Core::CountProgress(const ProgressResult& r) {
+  if (counters_ != nullptr && r.stored) counters_->MetricEventsStored(1);
 }
 
 StatusOr<Core::ProgressResult> Core::RecordProgressInTx(const std::string& lease_id,
@@ -520,32 +497,26 @@ StatusOr<JobEvent> CompleteEvent(const pb::CompleteJobRequest& req) {
 
 StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest& req) {
   RDATTN_ASSIGN_OR_RETURN(JobEvent event, CompleteEvent(req));
-  absl::MutexLock lock(&mu_);
-  RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
-  StatusOr<pb::CompleteJobResponse> resp = pb::CompleteJobResponse();
-  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status {
-    resp = CompleteJobInTx(req, event);
-    return resp.status();
-  }));
-  if (counters_ != nullptr && resp->will_retry()) counters_->JobsRetried(1);
+  StatusOr<pb::CompleteJobResponse> resp = RunInTx<pb::CompleteJobResponse>(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CompleteJobInTx(req, event); });
+  if (resp.ok()) CountCompletion(*resp);
   return resp;
 }
 
 void Core::CompleteJobAsync(const pb::CompleteJobRequest& req, Done<pb::CompleteJobResponse> done) {
   StatusOr<JobEvent> event = CompleteEvent(req);
   if (!event.ok()) return done(event.status());
-  auto resp = std::make_shared<StatusOr<pb::CompleteJobResponse>>(pb::CompleteJobResponse());
-  Op op;
-  op.apply = [this, req, event = *event, resp]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
-    *resp = CompleteJobInTx(req, event);
-    return resp->status();
-  };
-  op.finish = [this, resp, done = std::move(done)](const Status& st) {
-    if (!st.ok()) return done(st);
-    if (counters_ != nullptr && (*resp)->will_retry()) counters_->JobsRetried(1);
-    done(std::move(*resp));
-  };
-  Enqueue(std::move(op));
+  EnqueueInTx<pb::CompleteJobResponse>(
+      [this, req, event = *event]()
+          ABSL_NO_THREAD_SAFETY_ANALYSIS { return CompleteJobInTx(req, event); },
+      [this, done = std::move(done)](StatusOr<pb::CompleteJobResponse> r) {
+        if (r.ok()) CountCompletion(*r);
+        done(std::move(r));
+      });
+}
+
+void Core::CountCompletion(const pb::CompleteJobResponse& r) {
+  if (counters_ != nullptr && r.will_retry()) counters_->JobsRetried(1);
 }
 
 StatusOr<pb::CompleteJobResponse> Core::CompleteJobInTx(const pb::CompleteJobRequest& req,
