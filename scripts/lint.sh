@@ -3,7 +3,7 @@
 #  - format: clang-format --dry-run --Werror on every tracked C++ file (tests/lint/format_test.sh,
 #    the rule of the ctest `format`);
 #  - shellcheck -x on the shell scripts of scripts/, deploy/slurm/, tests/lint/ and tests/debian13/;
-#  - tidy: clang-tidy (.clang-tidy) on the non-LibTorch sources of common/ model/ proto/contract/
+#  - tidy: clang-tidy (.clang-tidy) on the non-LibTorch sources of common/ model/ runspec/ proto/contract/
 #    worker/ coordinator/ client/ (tests/lint/tidy_test.sh). It needs BUILD_DIR's
 #    compile_commands.json and generated headers, so run it after a build.
 # Each check names the files that fail and the command that fixes them; all of them run, and the

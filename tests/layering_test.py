@@ -8,6 +8,10 @@
 Rules (by the file's top-level folder):
   model/                  no gRPC, protobuf, MPI, NCCL or Prometheus headers
   coordinator/, client/   no torch (torch/, ATen/, c10/), CUDA, NCCL or MPI headers
+  floors                  common < model < runspec < proto < worker, coordinator, client: a file
+                          includes only its own folder and the floors below it (the three top
+                          folders are peers and never include each other; generated rdattn/...pb.h
+                          headers are proto's; nothing outside tests/ includes tests/)
 and one for the whole tree (tests included):
   the LibTorch version seam  only model/torch_compat.cc tests TORCH_VERSION_* in a preprocessor
                              conditional or includes <torch/version.h> (docs/build.md)
@@ -49,6 +53,13 @@ TORCH = ("torch", _prefix("torch/", "ATen/", "c10/", "caffe2/"))
 CUDA = ("CUDA", lambda h: bool(re.match(
     r"^(cuda[A-Za-z_0-9]*\.h|cuda/|cub/|thrust/|cublas|cudnn|curand|cusparse|cusolver|cufft|"
     r"nvrtc|nvToolsExt|nvtx3/|cupti)", h)))
+
+# top-level folder -> its floor: a file may include its own folder and lower floors only. The
+# three top folders share floor 4 and are peers: none includes another.
+FLOORS = {"common": 0, "model": 1, "runspec": 2, "proto": 3, "worker": 4, "coordinator": 4,
+          "client": 4, "tests": 99}
+FLOOR_ORDER = "common < model < runspec < proto < worker, coordinator, client"
+GENERATED_FOLDER = {"rdattn/": "proto"}  # generated headers (build tree) and the folder they belong to
 
 # top-level folder -> forbidden header classes
 RULES = {
@@ -155,14 +166,24 @@ def check(root):
                     return hit[0], [os.path.relpath(target, root)] + hit[1]
         return None
 
+    def included_folder(path, header, quoted):
+        """The top-level folder an include lands in, or None (system and third-party headers)."""
+        target = resolve(path, header) if quoted or "/" in header else None
+        if target:
+            return os.path.relpath(target, root).split(os.sep, 1)[0]
+        for prefix, folder in GENERATED_FOLDER.items():
+            if quoted and header.startswith(prefix):
+                return folder
+        return None
+
     violations = []
     scanned = 0
     for path in source_files(root):
         rel = os.path.relpath(path, root)
         top = rel.split(os.sep, 1)[0]
-        rules = RULES.get(top)
-        if not rules:
+        if top not in FLOORS or top == "tests":
             continue
+        rules = RULES.get(top, [])
         scanned += 1
         for no, header, quoted in incs(path):
             shown = f'"{header}"' if quoted else f"<{header}>"
@@ -171,12 +192,18 @@ def check(root):
                 violations.append(f"{rel}:{no}: #include {shown}  ({direct[0]} header not allowed in {top}/)")
                 continue
             target = resolve(path, header) if quoted or "/" in header else None
-            if target:
+            if target and rules:
                 hit = first_violation(target, rules, {path, target})
                 if hit:
                     chain = " -> ".join([os.path.relpath(target, root)] + hit[1])
                     violations.append(
                         f"{rel}:{no}: #include {shown}  (reaches {hit[0]} header, not allowed in {top}/: {chain})")
+                    continue
+            folder = included_folder(path, header, quoted)
+            if folder in FLOORS and folder != top and FLOORS[folder] >= FLOORS[top]:
+                why = "a peer on the same floor" if FLOORS[folder] == FLOORS[top] else "a higher floor"
+                violations.append(f"{rel}:{no}: #include {shown}  (climbs: {folder}/ is {why} than {top}/; "
+                                  f"floors: {FLOOR_ORDER})")
     return scanned, violations
 
 
@@ -188,12 +215,14 @@ def main_scan(root):
     violations += check_version_seam(root)
     if violations:
         print(f"layering_test: {len(violations)} layering violation(s) in {scanned} files "
-              f"under {', '.join(d + '/' for d in RULES)}:")
+              f"under {', '.join(d + '/' for d in FLOORS if d != 'tests')}:")
         for v in violations:
             print("  " + v)
-        print("See docs/architecture.md: model/ is pure LibTorch; coordinator/ and client/ never see torch.")
+        print("See docs/architecture.md: model/ is pure LibTorch; coordinator/ and client/ never see torch;"
+              f" the floors are {FLOOR_ORDER}.")
         return 1
-    print(f"layering_test: OK, {scanned} files under {', '.join(d + '/' for d in RULES)} follow the rules")
+    print(f"layering_test: OK, {scanned} files under {', '.join(d + '/' for d in FLOORS if d != 'tests')} "
+          f"follow the rules")
     return 0
 
 
@@ -224,6 +253,17 @@ VIOLATING = {
     # through a repository header (worker/ may include torch and MPI itself)
     "coordinator/v_transitive.cc": '"worker/uses_torch.h"',
     "model/v_transitive.cc": '"worker/uses_mpi.h"',
+    # floors: each include that climbs, and the peers on the top floor
+    "common/v_floor_model.cc": '"model/config.h"',
+    "model/v_floor_runspec.h": '"runspec/run_config.h"',
+    "runspec/v_floor_proto.cc": '"proto/contract.h"',
+    "runspec/v_floor_generated.cc": '"rdattn/v1/run_spec.pb.h"',
+    "proto/v_floor_worker.cc": '"worker/inner.h"',
+    "worker/v_floor_coordinator.cc": '"coordinator/client_api.h"',
+    "coordinator/v_floor_client.cc": '"client/main.h"',
+    "client/v_floor_worker.cc": '"worker/uses_mpi.h"',
+    "coordinator/v_floor_tests.cc": '"tests/helpers.h"',
+    "model/v_floor_relative.cc": '"../runspec/run_config.h"',
 }
 
 CLEAN = {
@@ -236,8 +276,16 @@ CLEAN = {
     "coordinator/server.cc": ("#include <grpcpp/grpcpp.h>\n#include <prometheus/exposer.h>\n"
                               "#include \"rdattn/v1/coordinator.grpc.pb.h\"\n#include \"model/config.h\"\n"
                               "#include <sqlite3.h>\n#include <absl/status/status.h>\n"),
-    "client/main.cc": "#include <grpcpp/grpcpp.h>\n#include \"coordinator/client_api.h\"\n// #include <torch/torch.h>\n",
-    "coordinator/client_api.h": "#pragma once\n#include <string>\n",
+    "client/main.cc": "#include <grpcpp/grpcpp.h>\n#include \"proto/client_api.h\"\n// #include <torch/torch.h>\n",
+    "client/main.h": "#pragma once\n#include \"client/main_args.h\"\n#include \"runspec/run_config.h\"\n",
+    "client/main_args.h": "#pragma once\n#include \"common/strings.h\"\n#include \"rdattn/v1/run_spec.pb.h\"\n",
+    "proto/client_api.h": "#pragma once\n#include <string>\n#include \"runspec/run_config.h\"\n",
+    "proto/contract.h": "#pragma once\n#include \"rdattn/v1/run_spec.pb.h\"\n",
+    "coordinator/client_api.h": "#pragma once\n#include <string>\n#include \"proto/contract.h\"\n",
+    "runspec/run_config.h": "#pragma once\n#include \"model/config.h\"\n#include \"common/strings.h\"\n",
+    "runspec/run_config.cc": "#include \"run_config.h\"\n#include <nlohmann/json.hpp>\n",
+    "common/strings.h": "#pragma once\n#include <string>\n#include <absl/strings/str_cat.h>\n",
+    "tests/helpers.h": "#pragma once\n",
     "worker/trainer.cc": "#include <torch/torch.h>\n#include <mpi.h>\n#include <nccl.h>\n#include <grpcpp/grpcpp.h>\n",
     "worker/uses_torch.h": "#pragma once\n#include \"worker/inner.h\"\n",
     "worker/inner.h": "#pragma once\n#include <torch/torch.h>\n",
@@ -274,8 +322,8 @@ def self_test():
         scanned, violations = check(clean)
         if violations:
             failures.append("clean tree reported violations: " + "; ".join(violations))
-        if scanned != 8:
-            failures.append(f"clean tree: expected 8 files under model/ coordinator/ client/, scanned {scanned}")
+        if scanned != 20:
+            failures.append(f"clean tree: expected 20 files under the floors' folders, scanned {scanned}")
         if check_version_seam(clean):
             failures.append("clean tree reported version-seam violations: " + "; ".join(check_version_seam(clean)))
         run = subprocess.run([sys.executable, me, clean], capture_output=True, text=True)

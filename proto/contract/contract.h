@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "common/field_error.h"
-#include "common/run_config.h"
 #include "common/status.h"
 #include "rdattn/v1/run_spec.pb.h"
 #include "rdattn/v1/sweep.pb.h"
+#include "runspec/run_config.h"
 
 namespace rdattn::contract {
 

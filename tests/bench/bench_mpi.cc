@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/run_config.h"
+#include "runspec/run_config.h"
 #include "tests/bench/bench_common.h"
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"

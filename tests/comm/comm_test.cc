@@ -337,7 +337,7 @@ TEST(ChecksumTest, DependsOnValuesDtypesShapesAndOrderOnly) {
 }
 
 TEST(FactoryTest, NamesTheFieldForUnknownOrUnavailableBackends) {
-  // An unknown backend name is parallel.backend's parse error (tests/common/run_config_test.cc);
+  // An unknown backend name is parallel.backend's parse error (tests/runspec/run_config_test.cc);
   // an unresolved device is a caller's mistake, named too.
   StatusOr<std::unique_ptr<Communicator>> unresolved =
       MakeCommunicator(Backend::kAuto, Device::kAuto);

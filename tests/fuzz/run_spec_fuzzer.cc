@@ -1,6 +1,6 @@
 // libFuzzer target: a RunSpec in JSON, as `rdattn-train --spec` reads it and as the coordinator
 // stores it. The text goes (1) through protobuf's JSON mapping into rdattn.v1.RunSpec and then
-// contract::ParseRunSpec, and (2) straight into ParseRunConfigText (common/run_config.h).
+// contract::ParseRunSpec, and (2) straight into ParseRunConfigText (runspec/run_config.h).
 // Properties beyond "no crash, no leak, no sanitizer report": every rejection is
 // INVALID_ARGUMENT made of field errors (non-empty path and reason); an accepted config is
 // written back as a RunSpec (RunSpecFromConfig) that parses to the same resolved config and
@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/run_config.h"
 #include "proto/contract/contract.h"
+#include "runspec/run_config.h"
 #include "tests/fuzz/rejection.h"
 #include "worker/trainer/lr_schedule.h"
 

@@ -44,7 +44,7 @@ fi
 jobs=${RDATTN_JOBS:-2}
 
 # The folders whose translation units are linted (tests/ is not: its gtest TUs double the time).
-dirs=(common/ model/ proto/contract/ worker/ coordinator/ client/)
+dirs=(common/ model/ runspec/ proto/contract/ worker/ coordinator/ client/)
 # Files with findings that their owners are still to fix; each line: path, then the finding.
 # Remove a line once its file is clean (the file is then linted like the others).
 left_out=(

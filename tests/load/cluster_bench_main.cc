@@ -56,10 +56,10 @@
 #include <vector>
 
 #include "common/cli.h"
-#include "common/run_config.h"
 #include "common/strings.h"
 #include "proto/contract/contract.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
+#include "runspec/run_config.h"
 #include "tests/coordinator/tiny_sweep.h"
 
 namespace {

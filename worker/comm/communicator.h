@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "common/run_config.h"
 #include "common/status.h"
+#include "runspec/run_config.h"
 
 namespace rdattn::comm {
 

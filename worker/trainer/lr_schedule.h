@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "common/run_config.h"
+#include "runspec/run_config.h"
 
 namespace rdattn::trainer {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "common/run_config.h"
 #include "common/status.h"
+#include "runspec/run_config.h"
 #include "worker/trainer/checkpoint.h"
 
 namespace rdattn::trainer {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/run_config.h"
 #include "common/status.h"
+#include "runspec/run_config.h"
 #include "worker/comm/communicator.h"
 #include "worker/trainer/sampler.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/run_config.h"
+#include "runspec/run_config.h"
 
 namespace rdattn::trainer {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "common/run_config.h"
 #include "common/status.h"
 #include "model/gpt.h"
+#include "runspec/run_config.h"
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
 #include "worker/trainer/optimizer.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/run_config.h"
 #include "common/status.h"
+#include "runspec/run_config.h"
 #include "worker/comm/communicator.h"
 #include "worker/trainer/events.h"
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <utility>
 
-#include "common/run_config_internal.h"
+#include "runspec/run_config_internal.h"
 
 namespace rdattn {
 namespace {

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "common/field_key.h"
-#include "common/run_config_internal.h"
+#include "runspec/run_config_internal.h"
 
 namespace rdattn::run_config_internal {
 namespace {

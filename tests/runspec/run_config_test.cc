@@ -1,7 +1,7 @@
 // ParseRunConfig: defaults, the paper recipe, every bad input of the trainer issue (each error
 // names its field), the JSON forms protobuf allows, the fingerprint and the LR schedule.
 // No LibTorch.
-#include "common/run_config.h"
+#include "runspec/run_config.h"
 #include "worker/trainer/lr_schedule.h"
 
 #include <gtest/gtest.h>

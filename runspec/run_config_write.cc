@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/run_config_internal.h"
+#include "runspec/run_config_internal.h"
 
 namespace rdattn {
 namespace {

@@ -1,7 +1,7 @@
 // Internal to rdattn_run_config: what its three parts share. run_config_read.cc walks the JSON
 // into a RawSpec (syntax errors: types, ranges, unknown fields); run_config_resolve.cc turns the
 // RawSpec into a RunConfig (recipe, defaults, derived values, every cross-field check);
-// run_config_write.cc writes a RunConfig back as JSON. Not for use outside common/run_config_*.
+// run_config_write.cc writes a RunConfig back as JSON. Not for use outside runspec/run_config_*.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "common/field_error.h"
-#include "common/run_config.h"
 #include "common/strings.h"
+#include "runspec/run_config.h"
 
 namespace rdattn::run_config_internal {
 
