@@ -23,6 +23,15 @@ nlohmann::json ShapeJson(const model::ModelConfig& m) {
           {"rope_theta", m.rope_theta}};
 }
 
+// The data section: the same in the resolved config and the fingerprint (which shards, in what
+// order, what is held out), so a change of any of it changes the fingerprint.
+nlohmann::json DataJson(const DataConfig& d) {
+  return {{"train_shards", d.train_shards}, {"val_shards", d.val_shards},
+          {"test_shards", d.test_shards},   {"tokenizer", d.tokenizer},
+          {"data_seed", d.data_seed},       {"val_windows", d.val_windows},
+          {"test_windows", d.test_windows}};
+}
+
 nlohmann::json OptimJson(const OptimConfig& o) {
   return {{"peak_lr", o.peak_lr},
           {"min_lr_ratio", o.min_lr_ratio},
@@ -88,11 +97,7 @@ nlohmann::json ResolvedConfigJson(const RunConfig& cfg) {
   j["model"] = {{"preset", cfg.preset},
                 {"arm", model::ArmName(cfg.model.arm)},
                 {"shape", ShapeJson(cfg.model)}};
-  const DataConfig& d = cfg.data;
-  j["data"] = {{"train_shards", d.train_shards}, {"val_shards", d.val_shards},
-               {"test_shards", d.test_shards},   {"tokenizer", d.tokenizer},
-               {"data_seed", d.data_seed},       {"val_windows", d.val_windows},
-               {"test_windows", d.test_windows}};
+  j["data"] = DataJson(cfg.data);
   j["optim"] = OptimJson(cfg.optim);
   j["schedule"] = ScheduleJson(cfg.schedule, /*with_stop=*/true);
   const ParallelConfig& p = cfg.parallel;
@@ -174,11 +179,7 @@ nlohmann::json NumericFingerprint(const RunConfig& cfg) {
   nlohmann::json j;
   j["model"] = {{"arm", model::ArmName(cfg.model.arm)}, {"shape", ShapeJson(cfg.model)}};
   j["init_seed"] = cfg.init_seed;
-  const DataConfig& d = cfg.data;
-  j["data"] = {{"train_shards", d.train_shards}, {"val_shards", d.val_shards},
-               {"test_shards", d.test_shards},   {"tokenizer", d.tokenizer},
-               {"data_seed", d.data_seed},       {"val_windows", d.val_windows},
-               {"test_windows", d.test_windows}};
+  j["data"] = DataJson(cfg.data);
   j["optim"] = OptimJson(cfg.optim);
   // The stopping point is left out: stopping earlier or later changes no number of the steps
   // both runs take (a control stopped at 0.5B may be resumed to run on).
