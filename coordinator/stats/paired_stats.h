@@ -3,12 +3,8 @@
 // Plain C++17, no dependencies: the coordinator fills a vector of per-seed differences
 // Δ_i = NLL_arm,i − NLL_ref,i and calls Summarize(). Everything here is deterministic: the
 // bootstrap draws from SplitMix64 seeded by the caller, so a report is reproducible bit for bit.
-//
-// Special functions are written here, not taken from a library: the regularized incomplete beta
-// I_x(a, b) by its continued fraction (modified Lentz, as in Numerical Recipes' betacf), the
-// Student-t CDF from it, and the t quantile by Newton steps safeguarded by bisection. Measured
-// against 45-digit values: about 1e-14 relative or better for df up to a few thousand, tails
-// included (tests/stats pins quantiles to 1e-13).
+// The special functions (t, noncentral t, normal, binomial) and the generator are
+// distributions.h.
 #pragma once
 
 #include <cstdint>
@@ -24,27 +20,8 @@ double Mean(const std::vector<double>& xs);
 // Sample standard deviation (divisor n − 1), two-pass. NaN for n < 2.
 double SampleSd(const std::vector<double>& xs);
 
-// ---- Special functions -------------------------------------------------------------------
-
-// ln B(a, b) = lgamma(a) + lgamma(b) − lgamma(a + b), a, b > 0; Stirling corrections for
-// arguments >= 10 (as R's lbeta) keep it accurate when the lgamma terms are large.
-double LogBeta(double a, double b);
-// Regularized incomplete beta I_x(a, b) for a, b > 0 and x in [0, 1]; NaN outside.
-double RegularizedIncompleteBeta(double a, double b, double x);
-// Student t with df > 0 degrees of freedom (df need not be an integer).
-double StudentTPdf(double t, double df);
-double StudentTCdf(double t, double df);
-// P(T > t); accurate in the far upper tail (no 1 − CDF cancellation).
-double StudentTUpperTail(double t, double df);
-// The p-quantile: StudentTCdf(StudentTQuantile(p, df), df) == p. p = 0: −inf, p = 1: +inf,
-// p outside [0, 1], NaN or df <= 0: NaN.
-double StudentTQuantile(double p, double df);
-
 // ---- Tests -------------------------------------------------------------------------------
 
-// P(X <= k) for X ~ Binomial(n, 1/2), by summing the binomial terms (exact for n <= 56, a few
-// ulps per term above; rescaled so that any n works).
-double BinomialHalfCdf(int k, int n);
 // Exact two-sided sign test with ties already removed: wins + losses = n non-zero pairs,
 // p = min(1, 2 · P(X <= min(wins, losses))), X ~ Binomial(n, 1/2). n = 0 gives p = 1.
 double SignTestP(int wins, int losses);
@@ -52,24 +29,6 @@ double SignTestP(int wins, int losses);
 double TwoSidedTP(double t, double df);
 
 // ---- Bootstrap ---------------------------------------------------------------------------
-
-// SplitMix64 (Steele, Lea & Flood 2014; the reference code of Vigna's xoshiro seeding):
-//   state += 0x9E3779B97F4A7C15;
-//   z = state; z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
-//   return z ^ (z >> 31);
-// The first state is the seed itself.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next();
-
- private:
-  uint64_t state_;
-};
-
-// A uniform index in [0, n), n >= 1, without modulo bias: draw x = Next() until
-// x <= 2^64 − 1 − r, where r = 2^64 mod n, then return x mod n. (r = 0: every x is kept.)
-uint64_t UniformIndex(SplitMix64& rng, uint64_t n);
 
 // The bootstrap distribution of the mean: `resamples` means, in draw order. Resample b draws n
 // indices with UniformIndex (one generator for all resamples, seeded once with `seed`), sums
@@ -91,15 +50,6 @@ inline constexpr double kPlannedDeltas[] = {0.01, 0.02, 0.03};
 inline constexpr int64_t kMaxSeedsSearched = 1000000;
 inline constexpr int64_t kSeedsBeyondSearch = -1;
 
-// Standard normal CDF Φ(z) = ½ erfc(−z/√2).
-double NormalCdf(double z);
-// P(T ≤ t) for the noncentral t with df > 0 degrees of freedom and noncentrality ncp:
-// T = (Z + ncp) / √(V/df), Z ~ N(0, 1), V ~ χ²_df. For t ≥ 0 the Poisson-mixture series
-//   F = Φ(−ncp) + ½ Σ_j [P_j I_x(j + ½, df/2) + (ncp/√2) Q_j I_x(j + 1, df/2)],
-//   x = t²/(t² + df), P_j = e^{−ncp²/2} (ncp²/2)^j / j!, Q_j = e^{−ncp²/2} (ncp²/2)^j / Γ(j + 3/2)
-// summed outward from the Poisson mode (Benton & Krishnamoorthy 2003), so a large ncp works;
-// for t < 0, F(t; df, ncp) = 1 − F(−t; df, −ncp). NaN for NaN input or df <= 0.
-double NoncentralTCdf(double t, double df, double ncp);
 // Power of the two-sided level-alpha one-sample (paired) t test with n pairs against a true
 // mean `effect` with sd `sd`: ncp = effect · √n / sd, c = t_{1−α/2, n−1},
 //   power = 1 − F(c; n − 1, ncp) + F(−c; n − 1, ncp).

@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "coordinator/stats/distributions.h"
 #include "coordinator/stats/paired_stats.h"
 
 namespace rdattn::stats {
@@ -15,21 +16,17 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kPi = 3.14159265358979323846;
 
-// The SplitMix64 output function, used to derive one independent generator per simulated path
-// from (seed, stream, path): consecutive SplitMix64 states are shifted copies of one sequence,
-// so the path index must be hashed, not added.
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // One simulated sequence of deltas Δ_1, Δ_2, ... ~ N(mu, 1) with its running mean and sum of
 // squared deviations (Welford).
 class Path {
  public:
+  // One independent generator per path from (seed, stream, path), hashed with the SplitMix64
+  // output function: consecutive SplitMix64 states are shifted copies of one sequence, so the
+  // path index must be hashed, not added.
   Path(uint64_t seed, uint64_t stream, uint64_t index, double mu)
-      : rng_(Mix(Mix(seed ^ Mix(stream + 0x632BE59BD9B4E019ULL)) + index)), mu_(mu) {}
+      : rng_(SplitMix64::Mix(
+            SplitMix64::Mix(seed ^ SplitMix64::Mix(stream + 0x632BE59BD9B4E019ULL)) + index)),
+        mu_(mu) {}
 
   void AdvanceTo(int n) {
     while (n_ < n) {
@@ -124,39 +121,6 @@ bool ParseSpendingShape(const std::string& name, SpendingShape* out) {
 
 std::string SpendingShapeName(SpendingShape shape) {
   return shape == SpendingShape::kPocock ? "pocock" : "obrien_fleming";
-}
-
-double NormalQuantile(double p) {
-  if (!(p > 0.0 && p < 1.0)) return kNaN;
-  // Acklam (2003): relative error below 1.15e-9 before refinement.
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
-                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                             6.680131188771972e+01, -1.328068155288572e+01};
-  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                             3.754408661907416e+00};
-  const double lo = 0.02425;
-  double x;
-  if (p < lo) {
-    const double q = std::sqrt(-2.0 * std::log(p));
-    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
-  } else if (p <= 1.0 - lo) {
-    const double q = p - 0.5;
-    const double r = q * q;
-    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
-  } else {
-    const double q = std::sqrt(-2.0 * std::log(1.0 - p));
-    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
-  }
-  // One Halley step on Φ(x) − p.
-  const double e = NormalCdf(x) - p;
-  const double u = e * std::sqrt(2.0 * kPi) * std::exp(x * x / 2.0);
-  return x - u / (1.0 + x * u / 2.0);
 }
 
 double SpentError(SpendingShape shape, double total, double t) {

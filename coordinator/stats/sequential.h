@@ -27,10 +27,6 @@ std::string SpendingShapeName(SpendingShape shape);
 // Cumulative error spent by information fraction t (clamped to [0, 1]) for a total of `total`.
 double SpentError(SpendingShape shape, double total, double t);
 
-// Standard normal quantile Φ⁻¹(p) (Acklam's rational approximation, refined by one Halley step
-// on NormalCdf). NaN outside (0, 1).
-double NormalQuantile(double p);
-
 struct SequentialPlan {
   std::vector<int> look_seeds;  // strictly increasing, first >= 2
   double alpha = 0.05;          // two-sided, over all looks

@@ -11,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "coordinator/stats/distributions.h"
+
 namespace rdattn::stats {
 namespace {
 

@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "coordinator/stats/distributions.h"
 #include "coordinator/stats/paired_stats.h"
 #include "coordinator/stats/render.h"
 

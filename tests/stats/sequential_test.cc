@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "coordinator/stats/distributions.h"
 #include "coordinator/stats/paired_stats.h"
 
 namespace rdattn::stats {
