@@ -1,23 +1,16 @@
 // RenderCsv(): one RFC 4180 file per table, full precision (docs/report.md "Files").
-#include <charconv>
-#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "common/number_format.h"
 #include "coordinator/stats/render.h"
 
 namespace rdattn::stats {
 namespace {
 
-// Shortest text that reads back to the same double; NaN as empty.
-std::string Exact(double v) {
-  if (std::isnan(v)) return "";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buffer[64];
-  auto result = std::to_chars(buffer, buffer + sizeof(buffer), v);
-  return std::string(buffer, result.ptr);
-}
+// Shortest text that reads back to the same double; NaN as empty (common/number_format.h).
+std::string Exact(double v) { return numfmt::Shortest(v); }
 
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;

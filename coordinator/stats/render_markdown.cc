@@ -4,47 +4,34 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "common/strings.h"
+#include "common/number_format.h"
 #include "coordinator/stats/plots.h"
 #include "coordinator/stats/render.h"
 
 namespace rdattn::stats {
 namespace {
 
-// ---- Number formatting -------------------------------------------------------------------
+// ---- Number formatting (common/number_format.h; "n/a" for an undefined value) ---------------
 
-std::string Printf(const char* format, double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), format, v);
-  return buffer;
-}
+constexpr std::string_view kUndefined = "n/a";
 
-// Markdown: fixed decimals, "n/a" for an undefined value.
-std::string Fixed(double v, int decimals) {
-  return std::isnan(v) ? "n/a" : strings::Fixed(v, decimals);
-}
+using numfmt::Printf;
+
+std::string Fixed(double v, int decimals) { return numfmt::Fixed(v, decimals, kUndefined); }
 
 std::string NllOrMissing(double v) { return std::isnan(v) ? "missing" : Fixed(v, 4); }
 
-std::string Signed(double v, int decimals) {
-  if (std::isnan(v)) return "n/a";
-  char format[16];
-  std::snprintf(format, sizeof(format), "%%+.%df", decimals);
-  return Printf(format, v);
-}
+std::string Signed(double v, int decimals) { return numfmt::Signed(v, decimals, kUndefined); }
 
 std::string Percent(double fraction) {
   if (std::isnan(fraction)) return "n/a";
   return Printf("%+.2f%%", 100.0 * fraction);
 }
 
-std::string PValue(double p) {
-  if (std::isnan(p)) return "n/a";
-  if (p >= 1e-4) return Printf("%.4f", p);
-  return Printf("%.2e", p);
-}
+std::string PValue(double p) { return numfmt::PValue(p, kUndefined); }
 
 std::string Interval(double low, double high, bool defined, int decimals) {
   if (!defined) return "n/a";
