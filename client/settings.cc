@@ -2,15 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <utility>
 
+#include "common/file_util.h"
 #include "common/strings.h"
 
 namespace rdattn::client {
@@ -94,15 +92,6 @@ std::optional<std::string> ProcessEnv(const std::string& name) {
   const char* v = std::getenv(name.c_str());
   if (v == nullptr) return std::nullopt;
   return std::string(v);
-}
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return UnavailableError(path + ": read failed");
-  return ss.str();
 }
 
 std::string ConfigPath(const Args& args, const EnvGetter& env, bool* explicit_path) {

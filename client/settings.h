@@ -43,7 +43,4 @@ std::string ConfigPath(const Args& args, const EnvGetter& env, bool* explicit_pa
 // are errors). INVALID_ARGUMENT / NOT_FOUND name the flag, variable, key or file at fault.
 StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env);
 
-// The whole file, or NOT_FOUND / UNAVAILABLE naming it.
-StatusOr<std::string> ReadFile(const std::string& path);
-
 }  // namespace rdattn::client

@@ -1,4 +1,5 @@
-// Files written so that a reader never sees half of one: the one atomic write of the tree.
+// Files written so that a reader never sees half of one (the one atomic write of the tree), and
+// the one "read a whole file".
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,11 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents, i
 // fsync of a file or a folder (a folder: so that a rename or a new entry in it is durable).
 // FAILED_PRECONDITION if it cannot be opened, DATA_LOSS if fsync fails; `*error_number` as above.
 Status FsyncPath(const std::string& path, int* error_number = nullptr);
+
+// The whole contents of the file at `path`. NOT_FOUND "PATH: <the system's reason>" when it
+// cannot be opened (missing, unreadable); DATA_LOSS "PATH: read failed: <reason>" when a read
+// fails (a folder, an I/O error). Callers add their context with WithPrefix.
+StatusOr<std::string> ReadFile(const std::string& path);
 
 // Writes all `size` bytes to `fd`, retrying short writes and EINTR. false on an error, with errno
 // set (EIO when write() makes no progress without one).

@@ -1,9 +1,9 @@
 // Bearer tokens: file parsing, constant-time lookup, role checks.
 #include "coordinator/auth.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
+
+#include "common/file_util.h"
 
 namespace rdattn::coordinator {
 namespace {
@@ -110,11 +110,9 @@ StatusOr<std::vector<TokenEntry>> ParseTokens(std::string_view text) {
 }
 
 StatusOr<std::vector<TokenEntry>> LoadTokensFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot read tokens file " + path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  StatusOr<std::vector<TokenEntry>> tokens = ParseTokens(buf.str());
+  StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status().WithPrefix("tokens file");
+  StatusOr<std::vector<TokenEntry>> tokens = ParseTokens(*text);
   if (!tokens.ok()) return tokens.status().WithPrefix(path);
   return tokens;
 }

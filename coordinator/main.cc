@@ -17,15 +17,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "common/cli.h"
+#include "common/file_util.h"
 #include "common/log.h"
 #include "coordinator/auth.h"
 #include "coordinator/clock.h"
@@ -115,24 +114,18 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "removed afterwards); empty: $TMPDIR, else /tmp");
 }
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot read " + path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const std::string& cert,
                                                                const std::string& key) {
   if (cert.empty() && key.empty()) return std::shared_ptr<grpc::ServerCredentials>();
   if (cert.empty() || key.empty()) {
     return InvalidArgumentError("--tls-cert and --tls-key must be given together");
   }
-  RDATTN_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert));
-  RDATTN_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key));
+  StatusOr<std::string> cert_pem = ReadFile(cert);
+  if (!cert_pem.ok()) return cert_pem.status().WithPrefix("--tls-cert");
+  StatusOr<std::string> key_pem = ReadFile(key);
+  if (!key_pem.ok()) return key_pem.status().WithPrefix("--tls-key");
   grpc::SslServerCredentialsOptions opts;
-  opts.pem_key_cert_pairs.push_back({key_pem, cert_pem});
+  opts.pem_key_cert_pairs.push_back({*key_pem, *cert_pem});
   return grpc::SslServerCredentials(opts);
 }
 

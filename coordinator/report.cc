@@ -18,6 +18,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "common/file_util.h"
 #include "common/strings.h"
 #include "coordinator/data_identity.h"
 #include "coordinator/proto_convert.h"
@@ -293,15 +294,6 @@ void AddFile(pb::GetReportResponse& resp, const std::string& name, std::string c
   f->set_media_type(media_type);
 }
 
-StatusOr<std::string> ReadWholeFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InternalError("cannot read " + path.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) return InternalError("cannot read " + path.string());
-  return s.str();
-}
-
 // A fresh private folder under `parent` (/tmp when empty), removed by the destructor.
 class TempDir {
  public:
@@ -357,7 +349,7 @@ StatusOr<std::vector<pb::ReportFile>> RenderPlots(const stats::ReportTables& tab
   for (const std::string& name : other) names.emplace_back(name, "text/plain");
   std::vector<pb::ReportFile> files;
   for (const auto& [name, type] : names) {
-    RDATTN_ASSIGN_OR_RETURN(std::string content, ReadWholeFile(plots / name));
+    RDATTN_ASSIGN_OR_RETURN(std::string content, ReadFile((plots / name).string()));
     pb::ReportFile f;
     f.set_name("plots/" + name);
     f.set_content(std::move(content));

@@ -153,5 +153,26 @@ TEST_F(FileUtilTest, FsyncPathOfFileAndFolder) {
   EXPECT_NE(st.message().find("missing"), std::string::npos);
 }
 
+// ReadFile: every byte (binary, bigger than its buffer); errors name the path and the reason.
+TEST_F(FileUtilTest, ReadFileReadsEveryByteAndNamesThePathOnErrors) {
+  const std::string path = (dir_ / "blob").string();
+  std::string blob;
+  for (int i = 0; i < 200000; ++i) blob.push_back(static_cast<char>(i * 7 % 256));
+  ASSERT_TRUE(WriteFileAtomically(path, blob).ok());
+  StatusOr<std::string> read = ReadFile(path);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, blob);
+  ASSERT_TRUE(WriteFileAtomically(path, "").ok());
+  EXPECT_EQ(ReadFile(path).value(), "");
+
+  const std::string missing = (dir_ / "missing").string();
+  const Status no_file = ReadFile(missing).status();
+  EXPECT_EQ(no_file.code(), StatusCode::kNotFound);
+  EXPECT_EQ(no_file.message(), missing + ": No such file or directory");
+  const Status folder = ReadFile(dir_.string()).status();
+  EXPECT_EQ(folder.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(folder.message(), dir_.string() + ": read failed: Is a directory");
+}
+
 }  // namespace
 }  // namespace rdattn

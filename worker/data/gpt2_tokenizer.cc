@@ -7,10 +7,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <queue>
-#include <sstream>
 
+#include "common/file_util.h"
 #include "common/sha256.h"
 
 namespace rdattn::data {
@@ -204,15 +203,13 @@ std::vector<std::string_view> Gpt2Tokenizer::PreTokenize(std::string_view text) 
 // Building from vocab.bpe
 
 StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(const std::string& vocab_bpe_path) {
-  std::ifstream in(vocab_bpe_path, std::ios::binary);
-  if (!in) {
-    return NotFoundError(vocab_bpe_path +
-                         ": cannot open GPT-2 vocab.bpe (run scripts/fetch_data.sh)");
+  StatusOr<std::string> read = ReadFile(vocab_bpe_path);
+  if (read.status().code() == StatusCode::kNotFound) {
+    return NotFoundError(read.status().message() +
+                         " (GPT-2's vocab.bpe: run scripts/fetch_data.sh)");
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return DataLossError(vocab_bpe_path + ": read error");
-  const std::string contents = ss.str();
+  if (!read.ok()) return read.status();
+  const std::string contents = std::move(*read);
   const std::string digest = Sha256Hex(contents);
   if (digest != kGpt2VocabBpeSha256) {
     return FailedPreconditionError(vocab_bpe_path + ": sha256 " + digest + " is not the expected " +

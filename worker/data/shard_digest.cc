@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/digest.h"
+#include "common/file_util.h"
 
 namespace rdattn::data {
 namespace {
@@ -29,11 +28,11 @@ std::string Ns(int64_t ns) {
 
 // The entries of one manifest, by shard file name.
 StatusOr<std::vector<std::pair<std::string, ManifestShard>>> ReadManifest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return FailedPreconditionError(path + ": cannot read the manifest");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return FailedPreconditionError("cannot read the manifest: " + text.status().message());
+  }
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return InvalidArgumentError(path + ": not a valid manifest (not a JSON object)");
   std::vector<std::pair<std::string, ManifestShard>> out;
