@@ -87,7 +87,7 @@ CoordinatorClient::CoordinatorClient(std::shared_ptr<grpc::Channel> channel, std
       stub_(pb::WorkerService::NewStub(channel_)) {}
 
 std::shared_ptr<pb::WorkerService::Stub> CoordinatorClient::stub() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stub_;
 }
 
@@ -95,7 +95,7 @@ void CoordinatorClient::Reconnect() {
   if (!options_) return;
   std::shared_ptr<grpc::Channel> channel = MakeChannel(*options_);
   std::shared_ptr<pb::WorkerService::Stub> stub = pb::WorkerService::NewStub(channel);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   channel_ = std::move(channel);
   stub_ = std::move(stub);
 }
@@ -119,21 +119,21 @@ StatusOr<pb::LeaseJobResponse> CoordinatorClient::LeaseJob(const pb::LeaseJobReq
                                                            Timeout timeout) {
   auto context = NewContext(timeout);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (lease_polls_aborted_) return CancelledError("LeaseJob: the worker is shutting down");
     lease_call_ = context.get();
   }
   pb::LeaseJobResponse response;
   const grpc::Status status = stub()->LeaseJob(context.get(), request, &response);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     lease_call_ = nullptr;
   }
   return Result(status, std::move(response));
 }
 
 void CoordinatorClient::AbortLeasePolls() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   lease_polls_aborted_ = true;
   if (lease_call_ != nullptr) lease_call_->TryCancel();
 }

@@ -9,11 +9,11 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 
@@ -81,7 +81,7 @@ class CoordinatorClient {
 
   const std::optional<CoordinatorClientOptions> options_;  // for Reconnect()
   const std::string token_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<pb::WorkerService::Stub> stub_ ABSL_GUARDED_BY(mu_);
   bool lease_polls_aborted_ ABSL_GUARDED_BY(mu_) = false;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "worker/daemon/log.h"
+#include "worker/daemon/wait.h"
 
 namespace rdattn::worker {
 
@@ -33,7 +34,7 @@ void EventRelay::Start() {
 }
 
 Status EventRelay::Drain(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   if (mode_ == Mode::kAbandoned && drain_result_.ok()) {
     drain_result_ = AbortedError("the relay was abandoned");
   }
@@ -41,44 +42,47 @@ Status EventRelay::Drain(std::chrono::steady_clock::time_point deadline) {
     mode_ = Mode::kDraining;
     drain_deadline_ = deadline;
     wake_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   // A Write blocked on a hung coordinator ends at the stream deadline; do not wait for that.
-  if (!cv_.wait_until(lock, deadline + std::chrono::seconds(2), [&] { return done_; })) {
+  const auto wait_end = deadline + std::chrono::seconds(2);
+  while (!done_ && WaitUntil(cv_, mu_, wait_end)) {
+  }
+  if (!done_) {
     mode_ = Mode::kAbandoned;
     wake_ = true;
     if (active_stream_ != nullptr) active_stream_->Cancel();
-    cv_.notify_all();
+    cv_.SignalAll();
     drain_result_ = Status(StatusCode::kDeadlineExceeded, "events not all delivered in time");
   }
-  lock.unlock();
+  mu_.Unlock();
   if (thread_.joinable()) thread_.join();
-  lock.lock();
+  absl::MutexLock lock(&mu_);
   return drain_result_;
 }
 
 void EventRelay::Abandon() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (mode_ == Mode::kAbandoned) return;
   mode_ = Mode::kAbandoned;
   wake_ = true;
   if (active_stream_ != nullptr) active_stream_->Cancel();
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void EventRelay::Acknowledge(uint64_t seq) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   progress_.acked_seq = std::max(progress_.acked_seq, seq);
   while (!pending_.empty() && pending_.front().seq() <= seq) pending_.pop_front();
 }
 
 RelayProgress EventRelay::progress() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return progress_;
 }
 
 bool EventRelay::AllAcknowledged() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return pending_.empty();
 }
 
@@ -87,8 +91,10 @@ void EventRelay::Loop() {
     Mode mode;
     Clock::time_point deadline;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, options_.poll_interval, [&] { return wake_; });
+      absl::MutexLock lock(&mu_);
+      const auto wait_end = Clock::now() + options_.poll_interval;
+      while (!wake_ && WaitUntil(cv_, mu_, wait_end)) {
+      }
       wake_ = false;
       mode = mode_;
       deadline = drain_deadline_;
@@ -108,21 +114,21 @@ void EventRelay::Loop() {
     } else {
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     drain_result_ = result;
     break;
   }
   if (stream_ != nullptr) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       active_stream_ = nullptr;
     }
     stream_->Cancel();
     stream_.reset();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   done_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void EventRelay::ReadEvents(bool flush) {
@@ -133,7 +139,7 @@ void EventRelay::ReadEvents(bool flush) {
     StatusOr<pb::MetricEvent> parsed = ParseEventLine(line);
     if (!parsed.ok()) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         ++progress_.bad_lines;
       }
       LogWarning(options_.job_id + ": skipping an event line (" + parsed.status().message() +
@@ -143,7 +149,7 @@ void EventRelay::ReadEvents(bool flush) {
     }
     pb::MetricEvent& event = *parsed;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (event.job_id().empty()) event.set_job_id(options_.job_id);
       if (event.run_id().empty()) event.set_run_id(options_.run_id);
       if (event.attempt() == 0) event.set_attempt(options_.attempt);
@@ -171,7 +177,7 @@ bool EventRelay::Deliver(bool draining) {
   const auto now = Clock::now();
   std::vector<pb::ReportProgressRequest> unsent;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const pb::MetricEvent& event : pending_) {
       if (event.seq() <= sent_seq_) continue;
       pb::ReportProgressRequest& request = unsent.emplace_back();
@@ -182,7 +188,7 @@ bool EventRelay::Deliver(bool draining) {
   if (!unsent.empty() && now >= next_open_) {
     if (stream_ == nullptr) {
       stream_ = client_->OpenProgress(options_.stream_max_age + options_.stream_slack);
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       active_stream_ = stream_.get();
       stream_opened_ = now;
     }
@@ -205,7 +211,7 @@ bool EventRelay::Deliver(bool draining) {
 void EventRelay::CloseStream() {
   StatusOr<pb::ReportProgressResponse> result = stream_->Finish();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     active_stream_ = nullptr;
   }
   stream_.reset();
@@ -227,7 +233,7 @@ void EventRelay::CloseStream() {
   }
   // Resend everything not acknowledged on the next stream.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     sent_seq_ = progress_.acked_seq;
   }
   if (failures_++ % 10 == 0) {

@@ -10,17 +10,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status.h"
 #include "rdattn/v1/run_spec.pb.h"
 #include "worker/daemon/coordinator_client.h"
@@ -113,8 +112,8 @@ class EventRelay {
   bool refused_ = false;   // ABORTED: the coordinator does not accept this lease's events
   int64_t failures_ = 0;   // consecutive failed streams (for logging)
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
   Mode mode_ ABSL_GUARDED_BY(mu_) = Mode::kRunning;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;  // the mode changed: run the loop now
   Clock::time_point drain_deadline_ ABSL_GUARDED_BY(mu_){};

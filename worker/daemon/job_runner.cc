@@ -14,6 +14,7 @@
 #include "common/file_util.h"
 #include "proto/contract/contract.h"
 #include "worker/daemon/log.h"
+#include "worker/daemon/wait.h"
 
 namespace rdattn::worker {
 namespace {
@@ -139,22 +140,22 @@ int JobRunner::world_size() const {
 }
 
 bool JobRunner::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return done_;
 }
 
 std::string JobRunner::start_failure() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return start_failure_;
 }
 
 bool JobRunner::started_cleanly() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return started_cleanly_;
 }
 
 void JobRunner::Stop(StopReason reason, std::chrono::milliseconds grace, std::string why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto kill_at = Clock::now() + std::max(grace, std::chrono::milliseconds(0));
   if (stop_reason_ == StopReason::kNone || reason == StopReason::kLeaseLost) {
     if (stop_reason_ != reason) {
@@ -165,11 +166,11 @@ void JobRunner::Stop(StopReason reason, std::chrono::milliseconds grace, std::st
     stop_why_ = std::move(why);
   }
   if (!kill_at_.has_value() || kill_at < *kill_at_) kill_at_ = kill_at;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 bool JobRunner::StopRequested(StopReason* reason, std::string* why) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   *reason = stop_reason_;
   *why = stop_why_;
   return stop_reason_ != StopReason::kNone;
@@ -177,7 +178,7 @@ bool JobRunner::StopRequested(StopReason* reason, std::string* why) const {
 
 void JobRunner::Renewed(Clock::time_point when, uint64_t stored_seq) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     last_renewal_ = std::max(last_renewal_, when);
     stored_seq_ = std::max(stored_seq_, stored_seq);
   }
@@ -185,7 +186,7 @@ void JobRunner::Renewed(Clock::time_point when, uint64_t stored_seq) {
 }
 
 JobRunner::Clock::time_point JobRunner::last_renewal() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return last_renewal_;
 }
 
@@ -197,7 +198,7 @@ pb::LeaseProgress JobRunner::Progress() const {
   p.set_step(relayed.step);
   p.set_tokens(relayed.tokens);
   p.set_last_event_seq(relayed.last_seq);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   p.set_ranks_started(ranks_started_);
   return p;
 }
@@ -246,7 +247,7 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
             std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
     const auto age = std::max(std::chrono::system_clock::now() - mtime,
                               std::chrono::system_clock::duration::zero());
-    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    absl::MutexLock lock(&watchdog_mu_);
     watchdog_.Activity(now - std::chrono::duration_cast<Clock::duration>(age));
   };
   std::optional<Clock::time_point> last_term;
@@ -254,7 +255,7 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
   std::optional<Clock::time_point> stall_kill_at;  // the watchdog stopped the ranks
   Clock::time_point next_stat = Clock::now() + kEventsStatInterval;
   {
-    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    absl::MutexLock lock(&watchdog_mu_);
     watchdog_.SetSchedule(ScheduleOf(lease_.job().run()));
     watchdog_.Start(Clock::now());
   }
@@ -263,7 +264,7 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
     StopReason reason;
     std::optional<Clock::time_point> kill_at;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       reason = stop_reason_;
       kill_at = kill_at_;
     }
@@ -285,7 +286,7 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
                    std::to_string(options_.stall_kill_grace.count()) + " ms later)");
         if (options_.metrics != nullptr) options_.metrics->JobStalled();
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          absl::MutexLock lock(&mu_);
           stalled_ = *stalled;
         }
         stall_kill_at = now + options_.stall_kill_grace;
@@ -308,12 +309,12 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
 
 void JobRunner::NoteEvent(const pb::MetricEvent& event) {
   const auto now = Clock::now();
-  std::lock_guard<std::mutex> lock(watchdog_mu_);
+  absl::MutexLock lock(&watchdog_mu_);
   watchdog_.Event(WatchKind(event.kind()), event.step(), now);
 }
 
 std::optional<std::string> JobRunner::CheckStalled(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(watchdog_mu_);
+  absl::MutexLock lock(&watchdog_mu_);
   return watchdog_.Check(now);
 }
 
@@ -337,7 +338,7 @@ void JobRunner::Run() {
   auto machine_fail = [&](const std::string& message) {
     LogWarning(AttemptName(lease_) + ": machine failure: " + message);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       start_failure_ = message;
     }
     request.set_outcome(pb::JOB_OUTCOME_MACHINE_FAILED);
@@ -401,7 +402,7 @@ void JobRunner::Run() {
   if (options_.metrics != nullptr) options_.metrics->JobStarted(job);
   relay_->Start();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ranks_started_ = true;
   }
 
@@ -430,7 +431,7 @@ void JobRunner::Run() {
   // failure, whatever their exit, unless they finished the job after all.
   std::string stalled;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stalled = stalled_;
   }
   if (!stalled.empty() && reason == StopReason::kNone && outcome != pb::JOB_OUTCOME_SUCCEEDED) {
@@ -443,7 +444,7 @@ void JobRunner::Run() {
   {
     // Exit 74: the trainer could not write (a full disk, an I/O error); a start failure for the
     // worker's health. A run that ended otherwise on its own was a start that worked.
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (outcome == pb::JOB_OUTCOME_MACHINE_FAILED) {
       message = "machine failure: the trainer exited " + std::to_string(kTrainExitMachineFailed) +
                 " (" + message + ")";
@@ -478,7 +479,7 @@ void JobRunner::Complete(const pb::CompleteJobRequest& request) {
     const std::string_view outcome = lost ? kOutcomeLeaseLost : OutcomeLabel(request.outcome());
     bool started = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       started = ranks_started_;
     }
     if (started) {
@@ -505,12 +506,14 @@ void JobRunner::Complete(const pb::CompleteJobRequest& request) {
                  " failed: " + response.status().ToString());
       break;
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, backoff, [&] { return stop_reason_ == StopReason::kLeaseLost; });
+    absl::MutexLock lock(&mu_);
+    const auto wait_end = Clock::now() + backoff;
+    while (stop_reason_ != StopReason::kLeaseLost && WaitUntil(cv_, mu_, wait_end)) {
+    }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     done_ = true;
   }
   if (on_done_) on_done_();

@@ -5,16 +5,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status.h"
 #include "rdattn/v1/coordinator.pb.h"
 #include "worker/daemon/coordinator_client.h"
@@ -111,12 +110,12 @@ class JobRunner {
   const std::function<void()> on_done_;
   const JobPaths paths_;
   // Before relay_, whose thread feeds it (declared first, destroyed last).
-  mutable std::mutex watchdog_mu_;
+  mutable absl::Mutex watchdog_mu_;
   Watchdog watchdog_ ABSL_GUARDED_BY(watchdog_mu_);
   const std::unique_ptr<EventRelay> relay_;  // never null; started with the ranks
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
   StopReason stop_reason_ ABSL_GUARDED_BY(mu_) = StopReason::kNone;
   std::string stop_why_ ABSL_GUARDED_BY(mu_);
   std::optional<Clock::time_point> kill_at_ ABSL_GUARDED_BY(mu_);

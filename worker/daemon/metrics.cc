@@ -237,7 +237,7 @@ WorkerMetrics::~WorkerMetrics() = default;
 void WorkerMetrics::SetWorkerInfo(const std::string& worker_id, const std::string& hostname,
                                   pb::HardwareKind kind, const std::string& device_name,
                                   const std::string& version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (worker_info_series_ != nullptr) worker_info_.Remove(worker_info_series_);
   worker_info_series_ =
       &worker_info_.Add({{"worker", worker_id},
@@ -279,7 +279,7 @@ Gauge* WorkerMetrics::JobGauge(JobSeries& job, Family<Gauge>& family, const Labe
 }
 
 void WorkerMetrics::JobStarted(const pb::JobSpec& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::unique_ptr<JobSeries>& series = jobs_[job.job_id()];
   if (series == nullptr) {
     series = std::make_unique<JobSeries>();
@@ -307,13 +307,12 @@ void WorkerMetrics::JobStarted(const pb::JobSpec& job) {
 
 void WorkerMetrics::Observe(const std::string& job_id, const pb::MetricEvent& event) {
   events_relayed_.Increment();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   JobSeries& job = *it->second;
-  auto set = [&](Family<Gauge>& family, double value, const Labels& extra = {}) {
-    JobGauge(job, family, extra)->Set(value);
-  };
+  auto set = [&](Family<Gauge>& family, double value, const Labels& extra = {})
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { JobGauge(job, family, extra)->Set(value); };
   switch (event.kind()) {
     case pb::MetricEvent::KIND_INIT:
     case pb::MetricEvent::KIND_CHECKPOINT:
@@ -373,7 +372,7 @@ void WorkerMetrics::JobFinishedUnstarted(std::string_view outcome) {
 void WorkerMetrics::JobEnded(const std::string& job_id, std::string_view outcome,
                              Clock::time_point now) {
   JobFinishedUnstarted(outcome);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second->running <= 0) return;
   if (--it->second->running > 0) return;
@@ -391,7 +390,7 @@ void WorkerMetrics::RemoveSeries(JobSeries& job) {
 }
 
 int WorkerMetrics::Purge(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int removed = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     const std::optional<Clock::time_point>& ended = it->second->ended;

@@ -18,13 +18,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "rdattn/v1/coordinator.pb.h"
 #include "rdattn/v1/run_spec.pb.h"
 
@@ -133,7 +133,7 @@ class WorkerMetrics {
   prometheus::Gauge& slots_free_;
   prometheus::Gauge& slots_busy_;
 
-  std::mutex mu_;
+  absl::Mutex mu_;
   prometheus::Gauge* worker_info_series_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::string, std::unique_ptr<JobSeries>> jobs_ ABSL_GUARDED_BY(mu_);  // by job id
 };

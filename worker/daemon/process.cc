@@ -123,7 +123,7 @@ int ChildProcess::SignalSession(int sig, bool spare_launcher) const {
 }
 
 void ChildProcess::SignalRanks(int sig) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (exit_.has_value()) return;
   if (!launcher_is_mpirun_) {
     SignalSession(sig, /*spare_launcher=*/false);
@@ -138,7 +138,7 @@ void ChildProcess::SignalRanks(int sig) {
 }
 
 void ChildProcess::KillAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (exit_.has_value()) return;
   SignalSession(SIGKILL, /*spare_launcher=*/false);
   ::kill(-pid_, SIGKILL);
@@ -148,7 +148,7 @@ std::optional<ExitStatus> ChildProcess::Wait(std::chrono::milliseconds timeout) 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (exit_.has_value()) return exit_;
       siginfo_t info{};
       // WNOWAIT: the launcher stays a zombie, so its pid (= the session id) cannot be reused

@@ -9,12 +9,12 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status.h"
 #include "worker/daemon/launch.h"
 #include "worker/daemon/outcome.h"
@@ -61,12 +61,12 @@ class ChildProcess {
       : pid_(pid), launcher_is_mpirun_(launcher_is_mpirun) {}
 
   // Signals every process of the session (skipping the launcher when `spare_launcher`).
-  // Returns how many were signalled. Requires mu_ held and the launcher not yet reaped.
-  int SignalSession(int sig, bool spare_launcher) const;
+  // Returns how many were signalled. Requires the launcher not yet reaped.
+  int SignalSession(int sig, bool spare_launcher) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const pid_t pid_;  // also the session and process group id
   const bool launcher_is_mpirun_;
-  std::mutex mu_;
+  absl::Mutex mu_;
   std::optional<ExitStatus> exit_ ABSL_GUARDED_BY(mu_);   // set once reaped
   bool ranks_seen_ ABSL_GUARDED_BY(mu_) = false;          // mpirun had ranks when signalled
   bool launcher_signalled_ ABSL_GUARDED_BY(mu_) = false;  // mpirun itself got a signal

@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "worker/daemon/job_paths.h"
 #include "worker/daemon/log.h"
+#include "worker/daemon/wait.h"
 
 namespace rdattn::worker {
 namespace {
@@ -59,22 +60,22 @@ Status ProbeWritable(const std::string& dir) {
 
 Worker::Worker(WorkerOptions options, std::unique_ptr<CoordinatorClient> client)
     : options_(std::move(options)), client_(std::move(client)) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   slot_used_.assign(static_cast<size_t>(std::max(1, options_.slots)), false);
   UpdateSlotMetrics();
 }
 
 Worker::~Worker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_heartbeats_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
 }
 
 std::string Worker::worker_id() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return worker_id_;
 }
 
@@ -88,7 +89,7 @@ Status Worker::LoadWorkerId() {
     std::string line;
     if (in && std::getline(in, line)) id = strings::Trim(line);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   worker_id_ = id;
   return Status::Ok();
 }
@@ -108,7 +109,7 @@ Status Worker::Register() {
     if (response.ok()) {
       std::string id;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         if (!response->worker_id().empty()) worker_id_ = response->worker_id();
         id = worker_id_;
         if (response->has_heartbeat_interval() &&
@@ -145,7 +146,7 @@ Status Worker::Register() {
 }
 
 bool Worker::Unhealthy() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return unhealthy_;
 }
 
@@ -157,7 +158,7 @@ bool Worker::ProbeUntilHealthy() {
     if (probe.ok() && !options_.checkpoint_root.empty())
       probe = ProbeWritable(options_.checkpoint_root);
     if (probe.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       unhealthy_ = false;
       start_failures_in_row_ = 0;
       if (options_.metrics != nullptr) options_.metrics->SetHealthy(true);
@@ -176,8 +177,10 @@ bool Worker::ProbeUntilHealthy() {
 }
 
 bool Worker::SleepFor(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [&] { return shutdown_; });
+  absl::MutexLock lock(&mu_);
+  const auto wait_end = Clock::now() + d;
+  while (!shutdown_ && WaitUntil(cv_, mu_, wait_end)) {
+  }
   return !shutdown_;
 }
 
@@ -194,7 +197,7 @@ void Worker::UpdateSlotMetrics() const {
 int Worker::ReapFinished() {
   std::vector<std::unique_ptr<JobRunner>> finished;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       if (!it->second.runner->done()) {
         ++it;
@@ -236,7 +239,7 @@ Status Worker::Run() {
     return registered.code() == StatusCode::kCancelled ? Status::Ok() : registered;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     UpdateSlotMetrics();
   }
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
@@ -244,14 +247,14 @@ Status Worker::Run() {
   // Shutdown, --once or idle: wait for the jobs still running (being stopped on shutdown).
   while (true) {
     ReapFinished();
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (jobs_.empty()) break;
-    cv_.wait_for(lock, std::chrono::milliseconds(200));
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_heartbeats_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   heartbeat_thread_.join();
   LogInfo("exiting");
@@ -272,13 +275,13 @@ void Worker::LeaseLoop() {
     bool any_jobs = false;
     bool reregister = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (shutdown_) return;
       const auto now = Clock::now();
       if (!jobs_.empty()) idle_since = now;
       if (options_.once && jobs_started_ > 0) {
         if (jobs_.empty()) return;
-        cv_.wait_for(lock, std::chrono::milliseconds(500));
+        cv_.WaitWithTimeout(&mu_, absl::Milliseconds(500));
         continue;
       }
       if (options_.exit_when_idle && jobs_.empty() &&
@@ -290,7 +293,7 @@ void Worker::LeaseLoop() {
       any_jobs = !jobs_.empty();
       reregister = reregister_;
       if (free_slots < 1) {
-        cv_.wait_for(lock, std::chrono::milliseconds(1000));
+        cv_.WaitWithTimeout(&mu_, absl::Milliseconds(1000));
         continue;
       }
     }
@@ -316,7 +319,7 @@ void Worker::LeaseLoop() {
         client_->LeaseJob(request, wait + std::chrono::milliseconds(10000));
     if (!response.ok()) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         if (shutdown_) return;
         if (response.status().code() == StatusCode::kNotFound) {
           LogWarning("LeaseJob: the coordinator does not know this worker; registering again");
@@ -340,7 +343,7 @@ void Worker::LeaseLoop() {
 
 void Worker::StartJob(pb::LeaseJobResponse lease) {
   const int world_size = std::max(1, lease.job().run().parallel().world_size());
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   const int free_slots = FreeSlots();
   if (world_size > free_slots) {
     // The coordinator gave more than free_slots (a scheduler bug): hand the job back.
@@ -355,7 +358,7 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
                         std::to_string(options_.slots) + ", " + std::to_string(free_slots) +
                         " free");
     ++jobs_started_;  // for --once: this lease was the job
-    lock.unlock();
+    lock.Release();
     LogWarning(lease.job().job_id() + ": " + request.message());
     StatusOr<pb::CompleteJobResponse> r = client_->CompleteJob(request, options_.rpc_timeout);
     if (!r.ok()) LogWarning("CompleteJob: " + r.status().ToString());
@@ -394,7 +397,7 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
   // the runner itself is joined later by ReapFinished.
   running.runner = std::make_unique<JobRunner>(std::move(lease), std::move(job), client_.get(),
                                                [this, lease_id] {
-                                                 std::lock_guard<std::mutex> lock(mu_);
+                                                 absl::MutexLock lock(&mu_);
                                                  auto it = jobs_.find(lease_id);
                                                  if (it != jobs_.end()) {
                                                    for (int s : it->second.slots)
@@ -402,7 +405,7 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
                                                    it->second.slots.clear();
                                                  }
                                                  UpdateSlotMetrics();
-                                                 cv_.notify_all();
+                                                 cv_.SignalAll();
                                                });
   if (shutdown_)
     running.runner->Stop(StopReason::kShutdown, options_.stop_grace, "worker shutdown");
@@ -414,8 +417,10 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
 void Worker::HeartbeatLoop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, heartbeat_interval_, [&] { return stop_heartbeats_; });
+      absl::MutexLock lock(&mu_);
+      const auto wait_end = Clock::now() + heartbeat_interval_;
+      while (!stop_heartbeats_ && WaitUntil(cv_, mu_, wait_end)) {
+      }
       if (stop_heartbeats_) return;
     }
     HeartbeatOnce();
@@ -426,7 +431,7 @@ void Worker::HeartbeatLoop() {
 void Worker::HeartbeatOnce() {
   pb::HeartbeatRequest request;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     request.set_worker_id(worker_id_);
     for (const auto& [lease_id, running] : jobs_) {
       if (!running.runner->done()) *request.add_leases() = running.runner->Progress();
@@ -439,7 +444,7 @@ void Worker::HeartbeatOnce() {
   // hold back the next one past the coordinator's restart grace.
   std::chrono::milliseconds deadline;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     deadline = std::min(std::max(2 * heartbeat_interval_, std::chrono::milliseconds(2000)),
                         options_.rpc_timeout);
   }
@@ -451,7 +456,7 @@ void Worker::HeartbeatOnce() {
       options_.metrics->HeartbeatFailed();
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const StatusCode code = response.ok() ? StatusCode::kOk : response.status().code();
   const bool unreachable =
       code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
@@ -475,7 +480,7 @@ void Worker::HeartbeatOnce() {
     if (response.status().code() == StatusCode::kNotFound) {
       LogWarning("Heartbeat: the coordinator does not know this worker; registering again");
       reregister_ = true;
-      cv_.notify_all();
+      cv_.SignalAll();
     } else if (!unreachable) {  // an unreachable coordinator is logged once, above
       LogWarning("Heartbeat: " + response.status().ToString());
     }
@@ -526,7 +531,7 @@ void Worker::HeartbeatOnce() {
 }
 
 void Worker::RequestShutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!shutdown_) {
     shutdown_ = true;
     LogInfo("shutting down: stopping " + std::to_string(jobs_.size()) + " job(s)");
@@ -540,7 +545,7 @@ void Worker::RequestShutdown() {
       running.runner->Stop(StopReason::kShutdown, std::chrono::milliseconds(0), "worker shutdown");
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace rdattn::worker

@@ -5,16 +5,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status.h"
 #include "rdattn/v1/coordinator.pb.h"
 #include "worker/daemon/coordinator_client.h"
@@ -113,8 +112,8 @@ class Worker {
     std::vector<int> slots;  // indices into slot_used_
   };
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_heartbeats_ ABSL_GUARDED_BY(mu_) = false;
