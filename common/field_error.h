@@ -2,7 +2,9 @@
 // from where they are found up to the boundary that shows them. ModelConfig::Validate, the
 // run-config resolver (ResolveRunConfig), the sweep parsers and ExpandSweep return them;
 // ExpandSweep renames their paths on the structure; the text "path: reason; path: reason" is
-// built once, by the RPC or CLI boundary (FieldErrorsOr::status(), JoinFieldErrors).
+// built once, by the RPC or CLI boundary (FieldErrorsOr::status(), JoinFieldErrors), and the
+// Status keeps the errors beside it (Status::field_errors()), so that the RPC boundary sends them
+// apart (google.rpc.BadRequest) and a client never splits the text.
 // Header-only and plain C++17, so model/ can use it without linking anything.
 #pragma once
 
@@ -19,20 +21,7 @@
 
 namespace rdattn {
 
-// One problem: `path` names the field as the user wrote it ("schedule.milestones_tokens[2]",
-// "scales[0].shape.width"), a message as a whole ("RunSpec", "SweepSpec") or a place in a text
-// ("line 3, column 5"); `reason` says what is wrong with it. Neither is empty.
-struct FieldError {
-  std::string path;
-  std::string reason;
-
-  // "path: reason"
-  std::string Text() const { return path + ": " + reason; }
-  bool operator==(const FieldError& o) const { return path == o.path && reason == o.reason; }
-  bool operator<(const FieldError& o) const {
-    return path != o.path ? path < o.path : reason < o.reason;
-  }
-};
+// One problem, FieldError {path, reason}, is declared in common/status.h: a Status carries them.
 
 // The one text form: every error's "path: reason", joined with "; ".
 inline std::string JoinFieldErrors(const std::vector<FieldError>& errors) {
@@ -44,10 +33,11 @@ inline std::string JoinFieldErrors(const std::vector<FieldError>& errors) {
   return out;
 }
 
-// OK when `errors` is empty, else one INVALID_ARGUMENT with JoinFieldErrors.
+// OK when `errors` is empty, else one INVALID_ARGUMENT whose message is JoinFieldErrors and
+// which carries the errors themselves (Status::field_errors()).
 inline Status FieldErrorStatus(const std::vector<FieldError>& errors) {
   if (errors.empty()) return Status::Ok();
-  return InvalidArgumentError(JoinFieldErrors(errors));
+  return Status(StatusCode::kInvalidArgument, JoinFieldErrors(errors), errors);
 }
 
 // "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".

@@ -49,7 +49,7 @@ std::string Status::ToString() const {
 
 Status Status::WithPrefix(std::string_view prefix) const {
   if (ok()) return *this;
-  return Status(code_, std::string(prefix) + ": " + message_);
+  return Status(code_, std::string(prefix) + ": " + message_, field_errors_);
 }
 
 }  // namespace rdattn

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace rdattn {
 
@@ -34,24 +35,49 @@ enum class StatusCode : int {
 
 std::string_view StatusCodeName(StatusCode code);
 
+// One problem with a field (common/field_error.h collects them): `path` names the field as the
+// user wrote it ("schedule.milestones_tokens[2]", "scales[0].shape.width"), a message as a whole
+// ("RunSpec", "SweepSpec") or a place in a text ("line 3, column 5"); `reason` says what is wrong
+// with it. Neither is empty. Declared here because a Status carries them (field_errors()).
+struct FieldError {
+  std::string path;
+  std::string reason;
+
+  // "path: reason"
+  std::string Text() const { return path + ": " + reason; }
+  bool operator==(const FieldError& o) const { return path == o.path && reason == o.reason; }
+  bool operator<(const FieldError& o) const {
+    return path != o.path ? path < o.path : reason < o.reason;
+  }
+};
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  // A status that also carries the field errors its message was made from (FieldErrorStatus).
+  Status(StatusCode code, std::string message, std::vector<FieldError> field_errors)
+      : code_(code), message_(std::move(message)), field_errors_(std::move(field_errors)) {}
   static Status Ok() { return Status(); }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The field errors of an INVALID_ARGUMENT made from them, one per field error, in order; the
+  // message joins them ("path: reason; path: reason") for people. Empty for any other status.
+  // On the wire they are google.rpc.BadRequest field violations (contract::ToGrpcStatus).
+  const std::vector<FieldError>& field_errors() const { return field_errors_; }
   // "INVALID_ARGUMENT: message", or "OK".
   std::string ToString() const;
-  // Returns a copy whose message is "prefix: message" (context added on the way up).
+  // Returns a copy whose message is "prefix: message" (context added on the way up); the field
+  // errors stay as they are.
   Status WithPrefix(std::string_view prefix) const;
   void IgnoreError() const {}
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::vector<FieldError> field_errors_;
 };
 
 inline Status InvalidArgumentError(std::string m) {

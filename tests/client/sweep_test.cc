@@ -597,6 +597,25 @@ TEST(StatusConvertTest, RoundTripsEveryCode) {
   EXPECT_TRUE(ToGrpcStatus(Status::Ok()).ok());
 }
 
+TEST(StatusConvertTest, FieldErrorStatusCarriesTheErrorsBesideTheText) {
+  const std::vector<FieldError> errors = {{"arms[0]", "unknown arm 'x'; valid: block, rd"},
+                                          {"seeds", "must not be empty"}};
+  const Status s = FieldErrorStatus(errors);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "arms[0]: unknown arm 'x'; valid: block, rd; seeds: must not be empty");
+  EXPECT_EQ(s.field_errors(), errors);
+  // Context added on the way up changes the text, not the fields.
+  const Status prefixed = s.WithPrefix("sweep.yaml");
+  EXPECT_EQ(prefixed.message(), "sweep.yaml: " + s.message());
+  EXPECT_EQ(prefixed.field_errors(), errors);
+  // A FieldErrorsOr's status and its StatusOr conversion carry them too; other statuses do not.
+  const FieldErrorsOr<int> failed(errors);
+  EXPECT_EQ(failed.status().field_errors(), errors);
+  EXPECT_EQ(StatusOr<int>(failed).status().field_errors(), errors);
+  EXPECT_TRUE(InvalidArgumentError("sweep_id: required").field_errors().empty());
+  EXPECT_TRUE(FieldErrorStatus({}).ok());
+}
+
 TEST(RunSpecBridgeTest, ConfigRoundTrip) {
   auto jobs = ExpandSweep(MustParse(kSweep), "sw");
   ASSERT_TRUE(jobs.ok());
