@@ -58,10 +58,11 @@ COMMON=(
   libopenmpi-dev openmpi-bin libopenblas0-openmp
 )
 # The service's libraries (gRPC 1.51, protobuf 3.21, abseil 20240722, prometheus-cpp, SQLite,
-# yaml-cpp): what the whole build links besides LibTorch.
+# yaml-cpp) and googleapis' google/rpc .proto files (proto/ generates the gRPC error details from
+# them): what the whole build links besides LibTorch.
 SERVICE=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  prometheus-cpp-dev libsqlite3-dev sqlite3 libyaml-cpp-dev
+  golang-github-gogo-googleapis-dev prometheus-cpp-dev libsqlite3-dev sqlite3 libyaml-cpp-dev
 )
 case "$flavor" in
   cpu) PACKAGES=("${COMMON[@]}" libtorch-dev libgloo-dev) ;;

@@ -22,6 +22,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev libopenblas0-openmp libgloo-dev python3-torch
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  golang-github-gogo-googleapis-dev
   prometheus-cpp-dev libopenmpi-dev openmpi-bin libsqlite3-dev sqlite3
   nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libcli11-dev libxxhash-dev
   nodejs npm jargon-text gnuplot-nox prometheus python3-grpcio python3-protobuf

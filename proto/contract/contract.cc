@@ -7,6 +7,9 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
 #include <set>
 #include <utility>
 
@@ -68,16 +71,49 @@ bool StartsFieldError(std::string_view rest) {
 
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
-                      status.message());
+  const auto code = static_cast<grpc::StatusCode>(static_cast<int>(status.code()));
+  if (status.field_errors().empty()) return grpc::Status(code, status.message());
+  // AIP-193: one google.rpc.BadRequest.FieldViolation per field error, in a google.rpc.Status
+  // whose code and message are the call's own (gRPC sends it as grpc-status-details-bin).
+  google::rpc::BadRequest bad_request;
+  for (const FieldError& e : status.field_errors()) {
+    google::rpc::BadRequest::FieldViolation* v = bad_request.add_field_violations();
+    v->set_field(e.path);
+    v->set_description(e.reason);
+  }
+  google::rpc::Status details;
+  details.set_code(static_cast<int>(code));
+  details.set_message(status.message());
+  details.add_details()->PackFrom(bad_request);
+  return grpc::Status(code, status.message(), details.SerializeAsString());
 }
+
+namespace {
+
+// The field violations of every google.rpc.BadRequest in serialized google.rpc.Status details
+// (grpc::Status::error_details()); empty when there are none or the bytes do not parse.
+std::vector<FieldError> FieldErrorsOfDetails(const std::string& details_bytes) {
+  std::vector<FieldError> out;
+  google::rpc::Status details;
+  if (details_bytes.empty() || !details.ParseFromString(details_bytes)) return out;
+  for (const gp::Any& any : details.details()) {
+    google::rpc::BadRequest bad_request;
+    if (!any.Is<google::rpc::BadRequest>() || !any.UnpackTo(&bad_request)) continue;
+    for (const google::rpc::BadRequest::FieldViolation& v : bad_request.field_violations()) {
+      out.push_back(FieldError{v.field(), v.description()});
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return Status::Ok();
   const int code = static_cast<int>(status.error_code());
   const bool known = code > 0 && code <= static_cast<int>(StatusCode::kUnauthenticated);
   return Status(known ? static_cast<StatusCode>(code) : StatusCode::kUnknown,
-                status.error_message());
+                status.error_message(), FieldErrorsOfDetails(status.error_details()));
 }
 
 // --- RunSpec <-> RunConfig ---------------------------------------------------------------------

@@ -20,7 +20,12 @@ namespace rdattn::contract {
 
 namespace pb = ::rdattn::v1;
 
-// 1:1 code mapping (absl, gRPC and rdattn::StatusCode share the numbers).
+// 1:1 code mapping (absl, gRPC and rdattn::StatusCode share the numbers). A status with field
+// errors (FieldErrorStatus) also carries them in the gRPC status details, as AIP-193 says: a
+// serialized google.rpc.Status (the same code and message) whose details hold one Any of
+// google.rpc.BadRequest with a FieldViolation {field: path, description: reason} per field
+// error, in order. FromGrpcStatus reads them back into Status::field_errors(); details that do
+// not parse, or hold no BadRequest, leave them empty (the code and message are kept).
 grpc::Status ToGrpcStatus(const Status& status);
 Status FromGrpcStatus(const grpc::Status& status);
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "proto/contract/contract.h"
 
 namespace rdattn::contract {
@@ -614,6 +616,63 @@ TEST(StatusConvertTest, FieldErrorStatusCarriesTheErrorsBesideTheText) {
   EXPECT_EQ(StatusOr<int>(failed).status().field_errors(), errors);
   EXPECT_TRUE(InvalidArgumentError("sweep_id: required").field_errors().empty());
   EXPECT_TRUE(FieldErrorStatus({}).ok());
+}
+
+// AIP-193 on the wire: the details are a google.rpc.Status with the call's code and message and
+// one Any of google.rpc.BadRequest, a FieldViolation per field error in order.
+TEST(StatusConvertTest, FieldErrorsTravelAsBadRequestFieldViolations) {
+  const std::vector<FieldError> errors = {{"arms[0]", "unknown arm 'x; seeds: y'; valid: block"},
+                                          {"line 3, column 2", "bad"},
+                                          {"scales[0].shape.width", "required"}};
+  const Status s = FieldErrorStatus(errors);
+  const grpc::Status g = ToGrpcStatus(s);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(g.error_message(), s.message());  // the text stays for people
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(g.error_details()));
+  EXPECT_EQ(details.code(), 3);
+  EXPECT_EQ(details.message(), s.message());
+  ASSERT_EQ(details.details_size(), 1);
+  EXPECT_EQ(details.details(0).type_url(), "type.googleapis.com/google.rpc.BadRequest");
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(0).UnpackTo(&bad_request));
+  ASSERT_EQ(bad_request.field_violations_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(bad_request.field_violations(i).field(), errors[i].path);
+    EXPECT_EQ(bad_request.field_violations(i).description(), errors[i].reason);
+  }
+  const Status back = FromGrpcStatus(g);
+  EXPECT_EQ(back.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(back.message(), s.message());
+  EXPECT_EQ(back.field_errors(), errors);
+  // A status without field errors sends no details.
+  EXPECT_TRUE(ToGrpcStatus(InvalidArgumentError("sweep_id: required")).error_details().empty());
+  EXPECT_TRUE(ToGrpcStatus(NotFoundError("no sweep x")).error_details().empty());
+}
+
+TEST(StatusConvertTest, DetailsOfOtherKindsOrUnreadableKeepCodeAndMessage) {
+  // Bytes that are no google.rpc.Status: the code and message stay, no field errors.
+  const Status garbage =
+      FromGrpcStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a: b", "\xff\xff\xff"));
+  EXPECT_EQ(garbage.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(garbage.message(), "a: b");
+  EXPECT_TRUE(garbage.field_errors().empty());
+  // Details of another type are skipped; every BadRequest's violations are read.
+  google::rpc::Status details;
+  details.set_code(3);
+  details.set_message("m");
+  google::rpc::ErrorInfo info;
+  info.set_reason("OTHER");
+  details.add_details()->PackFrom(info);
+  google::rpc::BadRequest bad_request;
+  google::rpc::BadRequest::FieldViolation* v = bad_request.add_field_violations();
+  v->set_field("seeds");
+  v->set_description("must not be empty");
+  details.add_details()->PackFrom(bad_request);
+  const Status mixed = FromGrpcStatus(
+      grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "m", details.SerializeAsString()));
+  EXPECT_EQ(mixed.message(), "m");
+  EXPECT_EQ(mixed.field_errors(), (std::vector<FieldError>{{"seeds", "must not be empty"}}));
 }
 
 TEST(RunSpecBridgeTest, ConfigRoundTrip) {
