@@ -327,16 +327,26 @@ Status ParseBlob(const std::string& bytes, Message* out, const std::string& what
   return Status::Ok();
 }
 
-// Steps through every row of `s`, reading each with `read` (which returns StatusOr<Row>).
+// The one row loop: steps through every row of `s`, calling `each(s)` (which returns Status)
+// on each; the first error stops the loop and is returned.
+template <typename Each>
+Status ForEachRow(SqliteStmt& s, Each each) {
+  while (true) {
+    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Status::Ok();
+    RDATTN_RETURN_IF_ERROR(each(s));
+  }
+}
+
+// Every row of `s`, read with `read` (which returns StatusOr<Row>).
 template <typename Row, typename Read>
 StatusOr<std::vector<Row>> ReadAll(SqliteStmt& s, Read read) {
   std::vector<Row> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(Row r, read(s));
+  RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& st) {
+    RDATTN_ASSIGN_OR_RETURN(Row r, read(st));
     out.push_back(std::move(r));
-  }
+    return Status::Ok();
+  }));
   return out;
 }
 
@@ -503,14 +513,13 @@ Status Store::BackfillChecksums() {
                                          "last_val_nll, tokens_per_second, init_checksum, "
                                          "last_checkpoint, failure_reason FROM jobs "
                                          "WHERE result_digests IS NULL"));
-    while (true) {
-      RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      const std::string id = s.Text(0);
+    RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+      const std::string id = r.Text(0);
       jobs.push_back(
-          {id, JobResultDigests(id, static_cast<int>(s.Int(1)), s.Int(2), s.Int(3), s.Double(4),
-                                s.Double(5), s.Double(6), s.Text(7), s.Text(8), s.Text(9))});
-    }
+          {id, JobResultDigests(id, static_cast<int>(r.Int(1)), r.Int(2), r.Int(3), r.Double(4),
+                                r.Double(5), r.Double(6), r.Text(7), r.Text(8), r.Text(9))});
+      return Status::Ok();
+    }));
   }
   for (const JobDigest& j : jobs) {
     RDATTN_ASSIGN_OR_RETURN(SqliteStmt u,
@@ -523,22 +532,21 @@ Status Store::BackfillChecksums() {
     RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
                             db_->Prepare(std::string("SELECT ") + kEventColumns +
                                          " FROM events WHERE digest IS NULL ORDER BY seq"));
-    while (true) {
-      RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      const std::string sweep_id = s.Text(1), job_id = s.Text(2), blob = s.Blob(8);
+    RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+      const std::string sweep_id = r.Text(1), job_id = r.Text(2), blob = r.Blob(8);
       EventDigestInput in;
       in.sweep_id = sweep_id;
       in.job_id = job_id;
-      in.kind = static_cast<int>(s.Int(3));
-      in.metric = !s.IsNull(4);
-      in.attempt = s.Int(4);
-      in.metric_seq = s.Int(5);
-      in.metric_kind = s.Int(6);
-      in.time_us = s.Int(7);
+      in.kind = static_cast<int>(r.Int(3));
+      in.metric = !r.IsNull(4);
+      in.attempt = r.Int(4);
+      in.metric_seq = r.Int(5);
+      in.metric_kind = r.Int(6);
+      in.time_us = r.Int(7);
       in.blob = blob;
-      events.emplace_back(s.Int(0), EventDigest(in));
-    }
+      events.emplace_back(r.Int(0), EventDigest(in));
+      return Status::Ok();
+    }));
   }
   for (const auto& [seq, digest] : events) {
     RDATTN_ASSIGN_OR_RETURN(SqliteStmt u,
@@ -628,12 +636,9 @@ Status Store::ReserveSeqs(int64_t seq) {
 
 Status Store::QuickCheck() {
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt s, db_->Prepare("PRAGMA quick_check(20)"));
-  std::vector<std::string> lines;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    lines.push_back(s.Text(0));
-  }
+  RDATTN_ASSIGN_OR_RETURN(
+      std::vector<std::string> lines,
+      ReadAll<std::string>(s, [](SqliteStmt& r) -> StatusOr<std::string> { return r.Text(0); }));
   if (lines.size() == 1 && lines[0] == "ok") return Status::Ok();
   std::string said;
   for (const std::string& l : lines) said += (said.empty() ? "" : "; ") + l;
@@ -857,17 +862,18 @@ StatusOr<JobRow> Store::ReadJob(SqliteStmt& s) {
   return r;
 }
 
-StatusOr<std::vector<JobRow>> Store::QueryJobs(const std::string& where, const std::string& arg,
-                                               int64_t int_arg) {
+template <typename... Args>
+StatusOr<std::vector<JobRow>> Store::QueryJobs(const std::string& where, const Args&... args) {
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
                           db_->Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE " +
                                        where + " ORDER BY seq"));
-  s.Bind(1, arg).Bind(2, int_arg);
+  int index = 0;
+  (s.Bind(++index, args), ...);
   return ReadAll<JobRow>(s, [this](SqliteStmt& st) { return Counted(ReadJob(st)); });
 }
 
 StatusOr<JobRow> Store::GetJob(const std::string& id) {
-  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> rows, QueryJobs("id = ?1 AND ?2 = 0", id, 0));
+  RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> rows, QueryJobs("id = ?1", id));
   if (rows.empty()) return NotFoundError("job " + id + " not found");
   return std::move(rows.front());
 }
@@ -875,21 +881,21 @@ StatusOr<JobRow> Store::GetJob(const std::string& id) {
 StatusOr<std::optional<JobRow>> Store::FindJobByLease(const std::string& lease_id) {
   if (lease_id.empty()) return std::optional<JobRow>();
   RDATTN_ASSIGN_OR_RETURN(std::vector<JobRow> rows,
-                          QueryJobs("lease_id = ?1 AND lease_id != '' AND ?2 = 0", lease_id, 0));
+                          QueryJobs("lease_id = ?1 AND lease_id != ''", lease_id));
   if (rows.empty()) return std::optional<JobRow>();
   return std::optional<JobRow>(std::move(rows.front()));
 }
 
 StatusOr<std::vector<JobRow>> Store::ListJobs(const std::string& sweep_id) {
-  return QueryJobs("sweep_id = ?1 AND ?2 = 0", sweep_id, 0);
+  return QueryJobs("sweep_id = ?1", sweep_id);
 }
 
 StatusOr<std::vector<JobRow>> Store::ListJobsOfGroup(const std::string& pair_group) {
-  return QueryJobs("pair_group = ?1 AND ?2 = 0", pair_group, 0);  // index jobs_by_group
+  return QueryJobs("pair_group = ?1", pair_group);  // index jobs_by_group
 }
 
 StatusOr<std::vector<JobRow>> Store::ListExpiredLeases(int64_t now_us) {
-  return QueryJobs("lease_id != '' AND ?1 = ?1 AND lease_expiry_us < ?2", "", now_us);
+  return QueryJobs("lease_id != '' AND lease_expiry_us < ?1", now_us);
 }
 
 StatusOr<std::vector<PendingJob>> Store::ListPending() {
@@ -898,32 +904,29 @@ StatusOr<std::vector<PendingJob>> Store::ListPending() {
                                  "not_before_us, last_failed_worker "
                                  "FROM jobs WHERE state = ?1 ORDER BY priority DESC, seq"));
   s.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
-  std::vector<PendingJob> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    PendingJob j;
-    j.job_id = s.Text(0);
-    j.pair_group = s.Text(1);
-    j.priority = static_cast<int>(s.Int(2));
-    j.create_order = s.Int(3);
-    j.world_size = static_cast<int>(s.Int(4));
-    j.preferred_kind = HardwareKindFromProto(static_cast<int>(s.Int(5)));
-    j.not_before_us = s.Int(6);
-    j.last_failed_worker = s.Text(7);
-    out.push_back(std::move(j));
-  }
+  RDATTN_ASSIGN_OR_RETURN(std::vector<PendingJob> out,
+                          ReadAll<PendingJob>(s, [](SqliteStmt& r) -> StatusOr<PendingJob> {
+                            PendingJob j;
+                            j.job_id = r.Text(0);
+                            j.pair_group = r.Text(1);
+                            j.priority = static_cast<int>(r.Int(2));
+                            j.create_order = r.Int(3);
+                            j.world_size = static_cast<int>(r.Int(4));
+                            j.preferred_kind = HardwareKindFromProto(static_cast<int>(r.Int(5)));
+                            j.not_before_us = r.Int(6);
+                            j.last_failed_worker = r.Text(7);
+                            return j;
+                          }));
   // A job row whose checksums do not match is never leased (it would fail every LeaseJob with
   // DATA_LOSS): it stays PENDING, GetSweep names it, and each look is counted.
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt d, db_->Prepare(std::string("SELECT ") + kJobDigestColumns +
                                                      " FROM jobs j WHERE j.state = ?1"));
   d.Bind(1, static_cast<int>(pb::JOB_STATE_PENDING));
   std::set<std::string> damaged;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, d.Step());
-    if (!row) break;
-    if (!JobRowIntact(d, 0)) damaged.insert(d.Text(0));
-  }
+  RDATTN_RETURN_IF_ERROR(ForEachRow(d, [&](SqliteStmt& r) {
+    if (!JobRowIntact(r, 0)) damaged.insert(r.Text(0));
+    return Status::Ok();
+  }));
   if (!damaged.empty()) {
     checksum_failures_ += static_cast<int64_t>(damaged.size());
     out.erase(std::remove_if(out.begin(), out.end(),
@@ -944,12 +947,11 @@ StatusOr<std::map<std::string, std::set<HardwareKind>>> Store::ActiveGroupKinds(
   s.Bind(2, static_cast<int>(pb::JOB_STATE_LEASED));
   s.Bind(3, static_cast<int>(pb::JOB_STATE_RUNNING));
   std::map<std::string, std::set<HardwareKind>> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    const HardwareKind kind = HardwareKindFromProto(static_cast<int>(s.Int(1)));
-    if (kind != HardwareKind::kAny) out[s.Text(0)].insert(kind);
-  }
+  RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+    const HardwareKind kind = HardwareKindFromProto(static_cast<int>(r.Int(1)));
+    if (kind != HardwareKind::kAny) out[r.Text(0)].insert(kind);
+    return Status::Ok();
+  }));
   return out;
 }
 
@@ -959,13 +961,11 @@ StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
                                        "WHERE sweep_id = ?1 GROUP BY state"));
   s.Bind(1, sweep_id);
   SweepFacts f;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(0))));
-    const int n = static_cast<int>(s.Int(1));
+  RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(r.Int(0))));
+    const int n = static_cast<int>(r.Int(1));
     f.total += n;
-    if (s.Int(2) > 0) f.any_started = true;
+    if (r.Int(2) > 0) f.any_started = true;
     switch (state) {
       case JobState::kPending:
         f.pending += n;
@@ -986,7 +986,8 @@ StatusOr<SweepFacts> Store::GetSweepFacts(const std::string& sweep_id) {
         f.cancelled += n;
         break;
     }
-  }
+    return Status::Ok();
+  }));
   return f;
 }
 
@@ -997,16 +998,15 @@ StatusOr<std::map<JobState, int64_t>> Store::CountJobsByState() {
   RDATTN_ASSIGN_OR_RETURN(
       SqliteStmt s, db_->Prepare(std::string("SELECT 0, ") + kJobDigestColumns + " FROM jobs j"));
   std::map<JobState, int64_t> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    if (!JobRowIntact(s, 1)) {
+  RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+    if (!JobRowIntact(r, 1)) {
       ++checksum_failures_;
-      continue;
+      return Status::Ok();
     }
-    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(2))));
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(r.Int(2))));
     out[state] += 1;
-  }
+    return Status::Ok();
+  }));
   return out;
 }
 
@@ -1014,12 +1014,11 @@ StatusOr<std::map<SweepState, int64_t>> Store::CountSweepsByState() {
   RDATTN_ASSIGN_OR_RETURN(SqliteStmt s,
                           db_->Prepare("SELECT state, COUNT(*) FROM sweeps GROUP BY state"));
   std::map<SweepState, int64_t> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RDATTN_ASSIGN_OR_RETURN(SweepState state, SweepStateFromProto(static_cast<int>(s.Int(0))));
-    out[state] += s.Int(1);
-  }
+  RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+    RDATTN_ASSIGN_OR_RETURN(SweepState state, SweepStateFromProto(static_cast<int>(r.Int(0))));
+    out[state] += r.Int(1);
+    return Status::Ok();
+  }));
   return out;
 }
 
@@ -1034,18 +1033,17 @@ StatusOr<std::map<std::string, std::map<JobState, int64_t>>> Store::CountSweepJo
       .Bind(3, static_cast<int>(pb::SWEEP_STATE_CANCELLED))
       .Bind(4, ended_after_us);
   std::map<std::string, std::map<JobState, int64_t>> out;
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    std::map<JobState, int64_t>& counts = out[s.Text(0)];
-    if (s.IsNull(1)) continue;  // a sweep without jobs
-    if (!JobRowIntact(s, 1)) {
+  RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+    std::map<JobState, int64_t>& counts = out[r.Text(0)];
+    if (r.IsNull(1)) return Status::Ok();  // a sweep without jobs
+    if (!JobRowIntact(r, 1)) {
       ++checksum_failures_;
-      continue;
+      return Status::Ok();
     }
-    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(s.Int(2))));
+    RDATTN_ASSIGN_OR_RETURN(JobState state, JobStateFromProto(static_cast<int>(r.Int(2))));
     counts[state] += 1;
-  }
+    return Status::Ok();
+  }));
   return out;
 }
 
@@ -1273,24 +1271,23 @@ StatusOr<SweepSummaryFacts> Store::GetSweepSummaryFacts(const std::string& sweep
       }
       n = ok = bad = active = 0;
     };
-    while (true) {
-      RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      std::string g = s.Text(0);
+    RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+      std::string g = r.Text(0);
       if (g != group) {
         end_group();
         group = std::move(g);
       }
-      const int64_t state = s.Int(1);
+      const int64_t state = r.Int(1);
       ++n;
       ++jobs;
       ok += state == pb::JOB_STATE_SUCCEEDED;
       bad += state == pb::JOB_STATE_FAILED || state == pb::JOB_STATE_CANCELLED;
       active += state == pb::JOB_STATE_LEASED || state == pb::JOB_STATE_RUNNING;
-      f.jobs_retried += s.Int(2) > 1;
-      f.machine_failures += static_cast<int>(s.Int(3));
-      f.jobs_backing_off += state == pb::JOB_STATE_PENDING && s.Int(4) > now_us;
-    }
+      f.jobs_retried += r.Int(2) > 1;
+      f.machine_failures += static_cast<int>(r.Int(3));
+      f.jobs_backing_off += state == pb::JOB_STATE_PENDING && r.Int(4) > now_us;
+      return Status::Ok();
+    }));
     end_group();
   }
   {
@@ -1316,23 +1313,22 @@ StatusOr<SweepSummaryFacts> Store::GetSweepSummaryFacts(const std::string& sweep
                                    "ORDER BY g.scale, g.arm"));
     s.Bind(1, sweep_id);
     int counted = 0;
-    while (true) {
-      RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
+    RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
       SweepSummaryFacts::ArmGroup g;
-      g.scale = s.Text(0);
-      g.arm = s.Text(1);
-      g.jobs = static_cast<int>(s.Int(2));
+      g.scale = r.Text(0);
+      g.arm = r.Text(1);
+      g.jobs = static_cast<int>(r.Int(2));
       counted += g.jobs;
       Status parsed =
-          ParseBlob(s.Blob(3), &g.spec,
+          ParseBlob(r.Blob(3), &g.spec,
                     "job spec of sweep " + sweep_id + " (" + g.scale + ", " + g.arm + ")");
       if (!parsed.ok()) {
         ++checksum_failures_;
         return parsed;
       }
       cache.arm_groups.push_back(std::move(g));
-    }
+      return Status::Ok();
+    }));
     // Kept only outside a transaction (inside, the rows may still be rolled back) and when it
     // counts the same jobs as the pass above.
     if (!in_transaction_ && counted == jobs) cache.arm_groups_jobs = jobs;
@@ -1354,22 +1350,21 @@ StatusOr<SweepSummaryFacts> Store::GetSweepSummaryFacts(const std::string& sweep
                                    "AND j.failure_reason != '' "
                                    "ORDER BY j.update_us DESC, j.seq DESC LIMIT ?2"));
     s.Bind(1, sweep_id).Bind(2, int64_t{max_problems});
-    while (true) {
-      RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
+    RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
       SweepSummaryFacts::Problem p;
-      p.job_id = s.Text(0);
-      if (JobRowIntact(s, 0)) {
-        RDATTN_ASSIGN_OR_RETURN(p.state, JobStateFromProto(static_cast<int>(s.Int(1))));
-        p.reason = s.Text(9).substr(0, 200);
+      p.job_id = r.Text(0);
+      if (JobRowIntact(r, 0)) {
+        RDATTN_ASSIGN_OR_RETURN(p.state, JobStateFromProto(static_cast<int>(r.Int(1))));
+        p.reason = r.Text(9).substr(0, 200);
       } else {
         ++checksum_failures_;
         p.reason = "the stored state or failure_reason fails its checksum" + DamagedHint();
       }
-      p.attempts = static_cast<int>(s.Int(11));
-      p.update_us = s.Int(12);
+      p.attempts = static_cast<int>(r.Int(11));
+      p.update_us = r.Int(12);
       f.recent_problems.push_back(std::move(p));
-    }
+      return Status::Ok();
+    }));
   }
   return f;
 }
@@ -1398,22 +1393,21 @@ StatusOr<std::map<int64_t, int>> Store::CountStoredEvalMilestones(const std::str
                                  std::to_string(pb::MetricEvent::KIND_EVAL) +
                                  " AND seq > ?2 ORDER BY seq"));  // index events_eval_by_sweep
   s.Bind(1, sweep_id).Bind(2, cache.evals_after_seq);
-  while (true) {
-    RDATTN_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    cache.evals_after_seq = s.Int(0);
-    StatusOr<EventRow> e = Counted(ReadEvent(s));
+  RDATTN_RETURN_IF_ERROR(ForEachRow(s, [&](SqliteStmt& r) {
+    cache.evals_after_seq = r.Int(0);
+    StatusOr<EventRow> e = Counted(ReadEvent(r));
     if (!e.ok()) {
-      if (e.status().code() == StatusCode::kDataLoss) continue;  // counted, left out
+      if (e.status().code() == StatusCode::kDataLoss) return Status::Ok();  // counted, left out
       return e.status();
     }
-    if (e->kind != EventKind::kMetric) continue;
+    if (e->kind != EventKind::kMetric) return Status::Ok();
     const pb::MetricEvent& m = e->event.metric_event();
     const int64_t milestone = m.milestone_tokens() > 0 ? m.milestone_tokens() : m.tokens();
     strings::Fnv1a64 h;
     h.Mix(e->job_id);
     if (cache.evals_seen.emplace(h.value(), milestone).second) ++cache.eval_jobs[milestone];
-  }
+    return Status::Ok();
+  }));
   std::map<int64_t, int> out = cache.eval_jobs;
   TrimSummaryCache();
   return out;

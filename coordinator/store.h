@@ -295,8 +295,9 @@ class Store {
     return r;
   }
   StatusOr<JobRow> ReadJob(SqliteStmt& stmt);
-  StatusOr<std::vector<JobRow>> QueryJobs(const std::string& where, const std::string& arg,
-                                          int64_t int_arg);
+  // The jobs matching `where`, in seq order; its ?1, ?2, ... are bound to `args` in order.
+  template <typename... Args>
+  StatusOr<std::vector<JobRow>> QueryJobs(const std::string& where, const Args&... args);
 
   // What GetSweepSummaryFacts and CountStoredEvalMilestones keep of one sweep between calls.
   struct SummaryCache {
