@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "worker/daemon/log.h"
+#include "common/log.h"
+
 #include "worker/daemon/wait.h"
 
 namespace rdattn::worker {
@@ -134,7 +135,7 @@ void EventRelay::Loop() {
 void EventRelay::ReadEvents(bool flush) {
   std::vector<std::string> lines;
   const Status read = flush ? tailer_.Flush(&lines) : tailer_.Poll(&lines);
-  if (!read.ok()) LogWarning(options_.job_id + ": events: " + read.ToString());
+  if (!read.ok()) RDATTN_LOG(kWarning).Job(options_.job_id) << "events: " << read.ToString();
   for (const std::string& line : lines) {
     StatusOr<pb::MetricEvent> parsed = ParseEventLine(line);
     if (!parsed.ok()) {
@@ -142,8 +143,9 @@ void EventRelay::ReadEvents(bool flush) {
         absl::MutexLock lock(&mu_);
         ++progress_.bad_lines;
       }
-      LogWarning(options_.job_id + ": skipping an event line (" + parsed.status().message() +
-                 "): " + line.substr(0, 200));
+      RDATTN_LOG(kWarning).Job(options_.job_id)
+          << "skipping an event line (" << parsed.status().message()
+          << "): " << line.substr(0, 200);
       if (options_.on_parse_error) options_.on_parse_error();
       continue;
     }
@@ -155,8 +157,8 @@ void EventRelay::ReadEvents(bool flush) {
       if (event.attempt() == 0) event.set_attempt(options_.attempt);
       if (event.seq() == 0) event.set_seq(progress_.last_seq + 1);
       if (event.seq() <= progress_.last_seq) {
-        LogWarning(options_.job_id + ": skipping event seq " + std::to_string(event.seq()) +
-                   " (not above " + std::to_string(progress_.last_seq) + ")");
+        RDATTN_LOG(kWarning).Job(options_.job_id)
+            << "skipping event seq " << event.seq() << " (not above " << progress_.last_seq << ")";
         continue;
       }
       progress_.last_seq = event.seq();
@@ -219,7 +221,7 @@ void EventRelay::CloseStream() {
   if (result.ok()) {
     // OK: the coordinator read and stored (or already had) every event written on it.
     Acknowledge(std::max<uint64_t>(result->last_seq(), sent_seq_));
-    if (failures_ > 0) LogInfo(options_.job_id + ": event stream recovered");
+    if (failures_ > 0) RDATTN_LOG(kInfo).Job(options_.job_id) << "event stream recovered";
     failures_ = 0;
     backoff_ = std::chrono::milliseconds(0);
     next_open_ = now;
@@ -227,8 +229,9 @@ void EventRelay::CloseStream() {
   }
   if (result.status().code() == StatusCode::kAborted) {
     refused_ = true;
-    LogWarning(options_.job_id + ": the coordinator refused the events of lease " +
-               options_.lease_id + ": " + result.status().ToString());
+    RDATTN_LOG(kWarning).Job(options_.job_id)
+        << "the coordinator refused the events of lease " << options_.lease_id << ": "
+        << result.status().ToString();
     return;
   }
   // Resend everything not acknowledged on the next stream.
@@ -237,8 +240,9 @@ void EventRelay::CloseStream() {
     sent_seq_ = progress_.acked_seq;
   }
   if (failures_++ % 10 == 0) {
-    LogWarning(options_.job_id + ": event stream failed (will resend from seq " +
-               std::to_string(sent_seq_ + 1) + "): " + result.status().ToString());
+    RDATTN_LOG(kWarning).Job(options_.job_id)
+        << "event stream failed (will resend from seq " << sent_seq_ + 1
+        << "): " << result.status().ToString();
   }
   backoff_ = std::clamp(backoff_ * 2, options_.poll_interval, options_.max_backoff);
   next_open_ = now + backoff_;

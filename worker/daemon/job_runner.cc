@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "common/file_util.h"
+#include "common/log.h"
 #include "proto/contract/contract.h"
-#include "worker/daemon/log.h"
 #include "worker/daemon/wait.h"
 
 namespace rdattn::worker {
@@ -84,8 +84,9 @@ WatchdogSchedule ScheduleOf(const pb::RunSpec& run) {
   return schedule;
 }
 
+// The start of the message of a line about one attempt (its job is the line's job= field).
 std::string AttemptName(const pb::LeaseJobResponse& lease) {
-  return lease.job().job_id() + " attempt " + std::to_string(lease.job().attempt());
+  return "attempt " + std::to_string(lease.job().attempt());
 }
 
 }  // namespace
@@ -159,8 +160,9 @@ void JobRunner::Stop(StopReason reason, std::chrono::milliseconds grace, std::st
   const auto kill_at = Clock::now() + std::max(grace, std::chrono::milliseconds(0));
   if (stop_reason_ == StopReason::kNone || reason == StopReason::kLeaseLost) {
     if (stop_reason_ != reason) {
-      LogInfo(AttemptName(lease_) + ": stopping (" + std::string(StopReasonName(reason)) +
-              (why.empty() ? "" : ": " + why) + ")");
+      RDATTN_LOG(kInfo).Job(job_id())
+          << AttemptName(lease_) << ": stopping (" << StopReasonName(reason)
+          << (why.empty() ? "" : ": " + why) << ")";
     }
     stop_reason_ = reason;
     stop_why_ = std::move(why);
@@ -281,9 +283,9 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
         stalled = CheckStalled(now);
       }
       if (stalled.has_value()) {
-        LogWarning(AttemptName(lease_) + ": " + *stalled +
-                   "; stopping its ranks (SIGTERM, SIGKILL " +
-                   std::to_string(options_.stall_kill_grace.count()) + " ms later)");
+        RDATTN_LOG(kWarning).Job(job_id())
+            << AttemptName(lease_) << ": " << *stalled << "; stopping its ranks (SIGTERM, SIGKILL "
+            << options_.stall_kill_grace.count() << " ms later)";
         if (options_.metrics != nullptr) options_.metrics->JobStalled();
         {
           absl::MutexLock lock(&mu_);
@@ -297,7 +299,10 @@ ExitStatus JobRunner::Supervise(ChildProcess* child) {
     }
     if (reason == StopReason::kNone && !stall_kill_at.has_value()) continue;
     if (kill_at.has_value() && now >= *kill_at) {
-      if (!kill_sent) LogWarning(AttemptName(lease_) + ": ranks still running; SIGKILL");
+      if (!kill_sent) {
+        RDATTN_LOG(kWarning).Job(job_id())
+            << AttemptName(lease_) << ": ranks still running; SIGKILL";
+      }
       child->KillAll();
       kill_sent = true;
     } else if (!last_term.has_value() || now - *last_term >= kTermRepeat) {
@@ -320,8 +325,8 @@ std::optional<std::string> JobRunner::CheckStalled(Clock::time_point now) {
 
 void JobRunner::Run() {
   const pb::JobSpec& job = lease_.job();
-  LogInfo("lease " + lease_.lease_id() + ": " + AttemptName(lease_) + ", " +
-          std::to_string(world_size()) + " rank(s), dir " + paths_.dir);
+  RDATTN_LOG(kInfo).Job(job_id()) << "lease " << lease_.lease_id() << ": " << AttemptName(lease_)
+                                  << ", " << world_size() << " rank(s), dir " << paths_.dir;
   pb::CompleteJobRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_lease_id(lease_.lease_id());
@@ -336,7 +341,7 @@ void JobRunner::Run() {
   // This machine cannot start the job (docs/worker.md "Start failures"): MACHINE_FAILED, not
   // counted against the job's max_attempts, and a start failure for the worker's health.
   auto machine_fail = [&](const std::string& message) {
-    LogWarning(AttemptName(lease_) + ": machine failure: " + message);
+    RDATTN_LOG(kWarning).Job(job_id()) << AttemptName(lease_) << ": machine failure: " << message;
     {
       absl::MutexLock lock(&mu_);
       start_failure_ = message;
@@ -354,9 +359,10 @@ void JobRunner::Run() {
     const bool own = fs::path(theirs).parent_path().lexically_normal() ==
                      fs::path(spec.checkpoint().dir()).lexically_normal();
     if (!own && (!fs::is_regular_file(theirs, ec) || ::access(theirs.c_str(), R_OK) != 0)) {
-      LogWarning(AttemptName(lease_) + ": the lease's checkpoint " + theirs +
-                 " is not readable on this worker; the trainer resumes from " +
-                 spec.checkpoint().dir() + " (or from scratch) and reports it");
+      RDATTN_LOG(kWarning).Job(job_id())
+          << AttemptName(lease_) << ": the lease's checkpoint " << theirs
+          << " is not readable on this worker; the trainer resumes from " << spec.checkpoint().dir()
+          << " (or from scratch) and reports it";
     }
   }
   bool machine = false;
@@ -397,8 +403,8 @@ void JobRunner::Run() {
   spawn.launcher_is_mpirun = launch.world_size > 1;
   StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(spawn);
   if (!child.ok()) return machine_fail("cannot start the ranks: " + child.status().ToString());
-  LogInfo(AttemptName(lease_) + ": started pid " + std::to_string((*child)->pid()) + ": " +
-          FormatCommandLine(spawn.command));
+  RDATTN_LOG(kInfo).Job(job_id()) << AttemptName(lease_) << ": started pid " << (*child)->pid()
+                                  << ": " << FormatCommandLine(spawn.command);
   if (options_.metrics != nullptr) options_.metrics->JobStarted(job);
   relay_->Start();
   {
@@ -409,7 +415,7 @@ void JobRunner::Run() {
   const ExitStatus exit = Supervise(child->get());
   child->reset();
   StopRequested(&reason, &why);
-  LogInfo(AttemptName(lease_) + ": ranks ended: " + DescribeExit(exit));
+  RDATTN_LOG(kInfo).Job(job_id()) << AttemptName(lease_) << ": ranks ended: " << DescribeExit(exit);
   if (reason == StopReason::kLeaseLost) {
     relay_->Abandon();
     return Complete(request);
@@ -490,20 +496,23 @@ void JobRunner::Complete(const pb::CompleteJobRequest& request) {
   }
   while (true) {
     if (StopRequested(&reason, &why) && reason == StopReason::kLeaseLost) {
-      LogWarning(AttemptName(lease_) + ": lease " + lease_.lease_id() + " lost; not reported");
+      RDATTN_LOG(kWarning).Job(job_id())
+          << AttemptName(lease_) << ": lease " << lease_.lease_id() << " lost; not reported";
       break;
     }
     StatusOr<pb::CompleteJobResponse> response =
         client_->CompleteJob(request, options_.rpc_timeout);
     if (response.ok()) {
-      LogInfo(AttemptName(lease_) + ": reported " + pb::JobOutcome_Name(request.outcome()) + " (" +
-              request.message() + "); job is now " + pb::JobState_Name(response->job_state()) +
-              (response->will_retry() ? ", will retry" : ""));
+      RDATTN_LOG(kInfo).Job(job_id())
+          << AttemptName(lease_) << ": reported " << pb::JobOutcome_Name(request.outcome()) << " ("
+          << request.message() << "); job is now " << pb::JobState_Name(response->job_state())
+          << (response->will_retry() ? ", will retry" : "");
       break;
     }
     if (!Retryable(response.status().code()) || Clock::now() + backoff >= deadline) {
-      LogWarning(AttemptName(lease_) + ": CompleteJob " + pb::JobOutcome_Name(request.outcome()) +
-                 " failed: " + response.status().ToString());
+      RDATTN_LOG(kWarning).Job(job_id())
+          << AttemptName(lease_) << ": CompleteJob " << pb::JobOutcome_Name(request.outcome())
+          << " failed: " << response.status().ToString();
       break;
     }
     absl::MutexLock lock(&mu_);

@@ -13,9 +13,9 @@
 #include <utility>
 
 #include "common/file_util.h"
+#include "common/log.h"
 #include "common/strings.h"
 #include "worker/daemon/job_paths.h"
-#include "worker/daemon/log.h"
 #include "worker/daemon/wait.h"
 
 namespace rdattn::worker {
@@ -123,22 +123,22 @@ Status Worker::Register() {
       }
       std::ofstream out(JoinPath(options_.workdir, "worker_id"), std::ios::trunc);
       out << id << "\n";
-      if (!out) LogWarning("cannot write " + JoinPath(options_.workdir, "worker_id"));
+      if (!out) log::Warning("cannot write " + JoinPath(options_.workdir, "worker_id"));
       if (options_.metrics != nullptr) {
         options_.metrics->SetWorkerInfo(id, options_.hostname, options_.kind, options_.device_name,
                                         options_.version);
       }
-      LogInfo("registered with " +
-              std::string(failures ? "the coordinator after retries" : "the coordinator") + " as " +
-              id + " (" + std::to_string(options_.slots) + " " +
-              (options_.kind == pb::HARDWARE_KIND_GPU ? "gpu" : "cpu") + " slot(s))");
+      log::Info("registered with " +
+                std::string(failures ? "the coordinator after retries" : "the coordinator") +
+                " as " + id + " (" + std::to_string(options_.slots) + " " +
+                (options_.kind == pb::HARDWARE_KIND_GPU ? "gpu" : "cpu") + " slot(s))");
       return Status::Ok();
     }
     if (IsConfigError(response.status().code())) {
       return response.status().WithPrefix("RegisterWorker");
     }
     if (failures % 10 == 0) {
-      LogWarning("RegisterWorker: " + response.status().ToString() + " (retrying)");
+      log::Warning("RegisterWorker: " + response.status().ToString() + " (retrying)");
     }
     if (!SleepFor(backoff)) return CancelledError("shutting down");
     backoff = std::min(backoff * 2, options_.max_backoff);
@@ -162,15 +162,15 @@ bool Worker::ProbeUntilHealthy() {
       unhealthy_ = false;
       start_failures_in_row_ = 0;
       if (options_.metrics != nullptr) options_.metrics->SetHealthy(true);
-      LogInfo("healthy again: the disk probe of " + options_.workdir +
-              (options_.checkpoint_root.empty() ? "" : " and " + options_.checkpoint_root) +
-              " passed (probe " + std::to_string(probes) + "); leasing jobs again");
+      log::Info("healthy again: the disk probe of " + options_.workdir +
+                (options_.checkpoint_root.empty() ? "" : " and " + options_.checkpoint_root) +
+                " passed (probe " + std::to_string(probes) + "); leasing jobs again");
       return true;
     }
     if (probes == 1 || probes % 10 == 0) {
-      LogWarning("still unhealthy: " + probe.ToString() + " (probe " + std::to_string(probes) +
-                 "; next in " +
-                 std::to_string(std::min(delay * 2, options_.health_probe_max).count()) + " ms)");
+      log::Warning("still unhealthy: " + probe.ToString() + " (probe " + std::to_string(probes) +
+                   "; next in " +
+                   std::to_string(std::min(delay * 2, options_.health_probe_max).count()) + " ms)");
     }
     delay = std::min(delay * 2, std::max(options_.health_probe_max, options_.health_probe_min));
   }
@@ -213,11 +213,12 @@ int Worker::ReapFinished() {
             start_failures_in_row_ >= options_.max_start_failures) {
           unhealthy_ = true;
           if (options_.metrics != nullptr) options_.metrics->SetHealthy(false);
-          LogError("unhealthy: " + std::to_string(start_failures_in_row_) +
-                   " start failures in a row (the last: " + runner.job_id() + ": " + failure +
-                   "); no more leases until a disk probe of " + options_.workdir +
-                   (options_.checkpoint_root.empty() ? "" : " and " + options_.checkpoint_root) +
-                   " passes");
+          RDATTN_LOG(kError).Job(runner.job_id())
+              << "unhealthy: " << start_failures_in_row_
+              << " start failures in a row (the last: " << failure
+              << "); no more leases until a disk probe of " << options_.workdir
+              << (options_.checkpoint_root.empty() ? "" : " and " + options_.checkpoint_root)
+              << " passes";
         }
       } else if (runner.started_cleanly()) {
         start_failures_in_row_ = 0;
@@ -257,7 +258,7 @@ Status Worker::Run() {
     cv_.SignalAll();
   }
   heartbeat_thread_.join();
-  LogInfo("exiting");
+  log::Info("exiting");
   return Status::Ok();
 }
 
@@ -286,7 +287,7 @@ void Worker::LeaseLoop() {
       }
       if (options_.exit_when_idle && jobs_.empty() &&
           now - idle_since >= *options_.exit_when_idle) {
-        LogInfo("idle for " + std::to_string(options_.exit_when_idle->count() / 1000.0) + " s");
+        log::Info("idle for " + std::to_string(options_.exit_when_idle->count() / 1000.0) + " s");
         return;
       }
       free_slots = FreeSlots();
@@ -300,7 +301,7 @@ void Worker::LeaseLoop() {
     if (reregister) {
       if (Status s = Register(); !s.ok()) {
         if (s.code() == StatusCode::kCancelled) return;
-        LogError(s.ToString());
+        log::Error(s.ToString());
         if (!SleepFor(options_.max_backoff)) return;
       }
       continue;
@@ -322,18 +323,18 @@ void Worker::LeaseLoop() {
         absl::MutexLock lock(&mu_);
         if (shutdown_) return;
         if (response.status().code() == StatusCode::kNotFound) {
-          LogWarning("LeaseJob: the coordinator does not know this worker; registering again");
+          log::Warning("LeaseJob: the coordinator does not know this worker; registering again");
           reregister_ = true;
           continue;
         }
       }
       if (failures++ % 10 == 0)
-        LogWarning("LeaseJob: " + response.status().ToString() + " (retrying)");
+        log::Warning("LeaseJob: " + response.status().ToString() + " (retrying)");
       if (!SleepFor(backoff)) return;
       backoff = std::min(backoff * 2, options_.max_backoff);
       continue;
     }
-    if (failures > 0) LogInfo("LeaseJob: the coordinator answers again");
+    if (failures > 0) log::Info("LeaseJob: the coordinator answers again");
     failures = 0;
     backoff = std::chrono::milliseconds(500);
     if (!response->has_job() || response->lease_id().empty()) continue;
@@ -359,9 +360,9 @@ void Worker::StartJob(pb::LeaseJobResponse lease) {
                         " free");
     ++jobs_started_;  // for --once: this lease was the job
     lock.Release();
-    LogWarning(lease.job().job_id() + ": " + request.message());
+    RDATTN_LOG(kWarning).Job(lease.job().job_id()) << request.message();
     StatusOr<pb::CompleteJobResponse> r = client_->CompleteJob(request, options_.rpc_timeout);
-    if (!r.ok()) LogWarning("CompleteJob: " + r.status().ToString());
+    if (!r.ok()) log::Warning("CompleteJob: " + r.status().ToString());
     return;
   }
   Running running;
@@ -461,15 +462,16 @@ void Worker::HeartbeatOnce() {
   const bool unreachable =
       code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
   if (unreachable && !unreachable_) {
-    LogWarning("the coordinator cannot be reached (" + response.status().ToString() + "); " +
-               std::to_string(jobs_.size()) + " job(s) keep running for up to " +
-               std::to_string(options_.unreachable_grace.count() / 1000) + " s, their events kept");
+    log::Warning("the coordinator cannot be reached (" + response.status().ToString() + "); " +
+                 std::to_string(jobs_.size()) + " job(s) keep running for up to " +
+                 std::to_string(options_.unreachable_grace.count() / 1000) +
+                 " s, their events kept");
   } else if (!unreachable && unreachable_) {
-    LogInfo("the coordinator answers again");
+    log::Info("the coordinator answers again");
   }
   unreachable_ = unreachable;
   if (unreachable) {
-    LogDebug(
+    log::Debug(
         "Heartbeat after " +
         std::to_string(
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent_at).count()) +
@@ -478,11 +480,11 @@ void Worker::HeartbeatOnce() {
   }
   if (!response.ok()) {
     if (response.status().code() == StatusCode::kNotFound) {
-      LogWarning("Heartbeat: the coordinator does not know this worker; registering again");
+      log::Warning("Heartbeat: the coordinator does not know this worker; registering again");
       reregister_ = true;
       cv_.SignalAll();
     } else if (!unreachable) {  // an unreachable coordinator is logged once, above
-      LogWarning("Heartbeat: " + response.status().ToString());
+      log::Warning("Heartbeat: " + response.status().ToString());
     }
   } else {
     if (response->has_heartbeat_interval() &&
@@ -534,13 +536,13 @@ void Worker::RequestShutdown() {
   absl::MutexLock lock(&mu_);
   if (!shutdown_) {
     shutdown_ = true;
-    LogInfo("shutting down: stopping " + std::to_string(jobs_.size()) + " job(s)");
+    log::Info("shutting down: stopping " + std::to_string(jobs_.size()) + " job(s)");
     client_->AbortLeasePolls();
     for (auto& [lease_id, running] : jobs_) {
       running.runner->Stop(StopReason::kShutdown, options_.stop_grace, "worker shutdown");
     }
   } else {
-    LogWarning("shutting down now: killing the ranks");
+    log::Warning("shutting down now: killing the ranks");
     for (auto& [lease_id, running] : jobs_) {
       running.runner->Stop(StopReason::kShutdown, std::chrono::milliseconds(0), "worker shutdown");
     }

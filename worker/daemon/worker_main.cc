@@ -28,7 +28,6 @@
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/job_paths.h"
 #include "worker/daemon/launch.h"
-#include "worker/daemon/log.h"
 #include "worker/daemon/metrics.h"
 #include "worker/daemon/worker.h"
 
@@ -39,9 +38,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-using rdattn::worker::LogError;
-using rdattn::worker::LogInfo;
-using rdattn::worker::LogWarning;
 
 constexpr int kExitUsage = 2;
 
@@ -240,7 +236,7 @@ int main(int argc, char** argv) {
   auto usage = [&app](const std::string& message) {
     return rdattn::cli::Usage(app, message, kExitUsage);
   };
-  if (flags.verbose) rdattn::worker::SetLogLevel(rdattn::worker::LogLevel::kDebug);
+  if (flags.verbose) rdattn::log::SetMinLevel(rdattn::log::Level::kDebug);
 
   rdattn::worker::WorkerOptions options;
   const std::string coordinator = flags.coordinator;
@@ -270,7 +266,8 @@ int main(int argc, char** argv) {
   options.train_binary = fs::absolute(*train).lexically_normal().string();
   options.mpirun = flags.mpirun;
   if (options.slots > 1 && !rdattn::worker::FindExecutable(options.mpirun).ok()) {
-    LogWarning("mpirun '" + options.mpirun + "' not found: jobs of world size > 1 will fail");
+    rdattn::log::Warning("mpirun '" + options.mpirun +
+                         "' not found: jobs of world size > 1 will fail");
   }
   const int threads = flags.threads_per_rank;
   if (threads < 0) return usage("--threads-per-rank must not be negative");
@@ -352,18 +349,19 @@ int main(int argc, char** argv) {
     if (!ok) return usage("--ca-cert " + flags.ca_cert + ": cannot read");
   }
 
-  LogInfo("rdattn-worker " + options.version + ": coordinator " + coordinator + ", " +
-          std::to_string(options.slots) + " " + kind + " slot(s), " +
-          std::to_string(options.threads_per_rank) + " thread(s) per rank, workdir " +
-          options.workdir + ", checkpoints " + options.checkpoint_root + ", trainer " +
-          options.train_binary);
+  rdattn::log::Info("rdattn-worker " + options.version + ": coordinator " + coordinator + ", " +
+                    std::to_string(options.slots) + " " + kind + " slot(s), " +
+                    std::to_string(options.threads_per_rank) + " thread(s) per rank, workdir " +
+                    options.workdir + ", checkpoints " + options.checkpoint_root + ", trainer " +
+                    options.train_binary);
   if (options.watchdog.floor.count() > 0) {
     using rdattn::strings::Fixed;
-    LogInfo("progress watchdog: a job silent for max(" + Fixed(flags.stall_floor, 1) + " s, " +
-            Fixed(flags.stall_factor, 1) + " x its slowest recent step) is stopped (at least " +
-            Fixed(flags.stall_startup, 1) + " s before its first step)");
+    rdattn::log::Info("progress watchdog: a job silent for max(" + Fixed(flags.stall_floor, 1) +
+                      " s, " + Fixed(flags.stall_factor, 1) +
+                      " x its slowest recent step) is stopped (at least " +
+                      Fixed(flags.stall_startup, 1) + " s before its first step)");
   } else {
-    LogInfo("progress watchdog: off (--stall-floor-seconds 0)");
+    rdattn::log::Info("progress watchdog: off (--stall-floor-seconds 0)");
   }
 
   // The metrics outlive the worker (declared first); the exposer serves them until the end.
@@ -374,14 +372,16 @@ int main(int argc, char** argv) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
     } catch (const std::exception& e) {
-      LogError("--metrics-listen " + metrics_listen +
-               ": cannot serve metrics there (address in use or not " + "local?): " + e.what());
+      rdattn::log::Error("--metrics-listen " + metrics_listen +
+                         ": cannot serve metrics there (address in use or not " +
+                         "local?): " + e.what());
       return kExitUsage;
     }
     exposer->RegisterCollectable(metrics->registry());
     const std::vector<int> ports = exposer->GetListeningPorts();
     if (!ports.empty()) metrics_port = ports.front();
-    LogInfo("metrics on http://" + metrics_host + ":" + std::to_string(metrics_port) + "/metrics");
+    rdattn::log::Info("metrics on http://" + metrics_host + ":" + std::to_string(metrics_port) +
+                      "/metrics");
     options.metrics = metrics.get();
   }
   rdattn::worker::Worker worker(std::move(options),
@@ -392,7 +392,7 @@ int main(int argc, char** argv) {
       int sig = 0;
       if (sigwait(&shutdown_signals, &sig) != 0) continue;
       if (sig == SIGUSR2) return;
-      LogInfo(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+      rdattn::log::Info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
       worker.RequestShutdown();
     }
   });
@@ -401,7 +401,7 @@ int main(int argc, char** argv) {
   pthread_kill(signal_thread.native_handle(), SIGUSR2);
   signal_thread.join();
   if (!status.ok()) {
-    LogError(status.ToString());
+    rdattn::log::Error(status.ToString());
     const auto code = status.code();
     return code == rdattn::StatusCode::kInvalidArgument ||
                    code == rdattn::StatusCode::kUnauthenticated ||
