@@ -14,16 +14,6 @@
 namespace rdattn::client {
 namespace {
 
-// gRPC metadata values must be printable ASCII.
-Status CheckToken(const std::string& token, const std::string& source) {
-  for (char c : token) {
-    if (c < 0x20 || c > 0x7e) {
-      return InvalidArgumentError(source + ": the token must be printable ASCII on one line");
-    }
-  }
-  return Status::Ok();
-}
-
 struct ConfigFile {
   std::string path;
   std::map<std::string, std::string> values;  // key -> scalar text
@@ -72,14 +62,6 @@ std::optional<std::string> ConfigValue(const ConfigFile& cfg, const std::string&
   return it->second;
 }
 
-StatusOr<std::string> TokenFromFile(const std::string& path, const std::string& source) {
-  auto text = ReadFile(path);
-  if (!text.ok()) return text.status().WithPrefix(source);
-  const std::string token = strings::Trim(*text);
-  if (token.empty()) return InvalidArgumentError(source + ": " + path + " is empty");
-  return token;
-}
-
 StatusOr<bool> ParseBool(const std::string& value, const std::string& source) {
   if (value == "true" || value == "1" || value == "yes") return true;
   if (value == "false" || value == "0" || value == "no") return false;
@@ -87,12 +69,6 @@ StatusOr<bool> ParseBool(const std::string& value, const std::string& source) {
 }
 
 }  // namespace
-
-std::optional<std::string> ProcessEnv(const std::string& name) {
-  const char* v = std::getenv(name.c_str());
-  if (v == nullptr) return std::nullopt;
-  return std::string(v);
-}
 
 std::string ConfigPath(const Args& args, const EnvGetter& env, bool* explicit_path) {
   *explicit_path = true;
@@ -127,35 +103,22 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
   }
   if (c.address.empty()) return InvalidArgumentError(c.address_source + ": empty address");
 
-  // Token: a value, or a file holding it.
-  auto set_token = [&c](std::string token, std::string source) {
-    c.token = std::move(token);
-    c.token_source = std::move(source);
-  };
-  auto token_file = [&c](const std::string& file, std::string source) -> Status {
-    c.token_source = std::move(source);
-    auto token = TokenFromFile(file, c.token_source);
-    if (!token.ok()) return token.status();
-    c.token = std::move(token).value();
-    return Status::Ok();
-  };
-  if (auto v = args.Get("token")) {
-    set_token(*v, "--token");
-  } else if (auto f = args.Get("token-file")) {
-    RDATTN_RETURN_IF_ERROR(token_file(*f, "--token-file"));
-  } else if (auto e = env("RDATTN_TOKEN"); e && !e->empty()) {
-    set_token(*e, "RDATTN_TOKEN");
-  } else if (auto ef = env("RDATTN_TOKEN_FILE"); ef && !ef->empty()) {
-    RDATTN_RETURN_IF_ERROR(token_file(*ef, "RDATTN_TOKEN_FILE"));
-  } else if (auto k = ConfigValue(cfg, "token")) {
-    set_token(*k, cfg_source + " (token)");
-  } else if (auto kf = ConfigValue(cfg, "token_file")) {
-    RDATTN_RETURN_IF_ERROR(token_file(*kf, cfg_source + " (token_file)"));
-  } else {
-    set_token("", "none");
+  // Token: the flags and the environment (common/connection_flags.h), else the config file.
+  cli::ConnectionFlags flags;
+  flags.token = args.Get("token").value_or("");
+  flags.token_file = args.Get("token-file").value_or("");
+  RDATTN_ASSIGN_OR_RETURN(std::optional<cli::Token> token, cli::FlagOrEnvToken(flags, env));
+  if (!token) {
+    if (auto k = ConfigValue(cfg, "token")) {
+      token = cli::Token{strings::Trim(*k), cfg_source + " (token)"};
+    } else if (auto kf = ConfigValue(cfg, "token_file")) {
+      token = cli::Token{"", cfg_source + " (token_file)"};
+      RDATTN_ASSIGN_OR_RETURN(token->value, cli::TokenFile(*kf, token->source));
+    }
+    if (token) RDATTN_RETURN_IF_ERROR(cli::CheckToken(token->value, token->source));
   }
-  c.token = strings::Trim(c.token);
-  RDATTN_RETURN_IF_ERROR(CheckToken(c.token, c.token_source));
+  c.token = token ? token->value : "";
+  c.token_source = token ? token->source : "none";
 
   // TLS.
   std::string ca_path;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "client/cli_args.h"
+#include "common/connection_flags.h"
 #include "common/status.h"
 
 namespace rdattn::client {
@@ -17,10 +18,8 @@ namespace rdattn::client {
 inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
 inline constexpr std::chrono::seconds kDefaultTimeout{30};
 
-// Reads an environment variable (injected so tests need not touch the real environment).
-using EnvGetter = std::function<std::optional<std::string>(const std::string& name)>;
-// The process environment.
-std::optional<std::string> ProcessEnv(const std::string& name);
+using cli::EnvGetter;
+using cli::ProcessEnv;
 
 struct Connection {
   std::string address;         // host:port (any gRPC target)

@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/connection_flags.h"
 #include "common/strings.h"
 #include "proto/contract/contract.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
@@ -483,9 +484,7 @@ class Scheduler {
 // ------------------------------------------------------------------------------------------
 
 struct Flags {
-  std::string coordinator;
-  std::string token;
-  std::string token_file;
+  rdattn::cli::ConnectionFlags connection;
   std::string worker_token;
   int workers = 100;
   int jobs = 1000;
@@ -1549,11 +1548,9 @@ int RunProbe(Bench& b, const std::string& address, const std::vector<int>& sizes
 // ------------------------------------------------------------------------------------------
 
 void AddFlags(CLI::App& app, Flags& f) {
-  app.add_option("--coordinator", f.coordinator, "coordinator address HOST:PORT (required)");
-  app.add_option("--token", f.token,
-                 "bearer token for every call (admin, or researcher with --worker-token); else "
-                 "--token-file, else $RDATTN_TOKEN; none: no auth");
-  app.add_option("--token-file", f.token_file, "file holding the bearer token");
+  rdattn::cli::ConnectionFlagsSpec connection;
+  connection.ca_cert = false;  // the bench speaks plaintext
+  rdattn::cli::AddConnectionFlags(&app, &f.connection, connection);
   app.add_option("--worker-token", f.worker_token,
                  "bearer token of the WorkerService calls; empty: --token");
   app.add_option("--workers", f.workers, "simulated workers W")
@@ -1607,14 +1604,6 @@ void AddFlags(CLI::App& app, Flags& f) {
 
 constexpr int kExitUsage = 2;
 
-std::string ReadFileOr(const std::string& path, bool* ok) {
-  std::ifstream in(path, std::ios::binary);
-  *ok = static_cast<bool>(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string Mb(int64_t kb) { return rdattn::strings::Fixed(static_cast<double>(kb) / 1024.0, 0); }
 
 }  // namespace
@@ -1634,7 +1623,6 @@ int main(int argc, char** argv) {
   auto usage = [&app](const std::string& message) {
     return rdattn::cli::Usage(app, message, kExitUsage);
   };
-  if (f.coordinator.empty()) return usage("--coordinator is required");
   if (f.jobs % 2 != 0) return usage("--jobs must be even (J/2 seeds x the arms block and rd)");
   if (!(f.heartbeat_seconds > 0)) return usage("--heartbeat-seconds must be > 0");
   if (!(f.job_seconds > 0)) return usage("--job-seconds must be > 0");
@@ -1664,15 +1652,10 @@ int main(int argc, char** argv) {
       probe_sizes.push_back(n);
     }
   }
-  b.token = f.token;
-  if (b.token.empty() && !f.token_file.empty()) {
-    bool ok = false;
-    b.token = rdattn::strings::Trim(ReadFileOr(f.token_file, &ok));
-    if (!ok) return usage("--token-file " + f.token_file + ": cannot read");
-  }
-  if (b.token.empty()) {
-    if (const char* env = std::getenv("RDATTN_TOKEN")) b.token = rdattn::strings::Trim(env);
-  }
+  rdattn::StatusOr<rdattn::cli::Connection> connection =
+      rdattn::cli::ResolveConnection(f.connection);
+  if (!connection.ok()) return usage(connection.status().message());
+  b.token = connection->token;
   b.worker_token = f.worker_token.empty() ? b.token : f.worker_token;
 
   // One connection per worker needs a file descriptor each.
@@ -1687,11 +1670,11 @@ int main(int argc, char** argv) {
   nlohmann::json j;
   j["tool"] = "rdattn-cluster-bench";
   j["label"] = f.label;
-  j["coordinator"] = f.coordinator;
+  j["coordinator"] = f.connection.coordinator;
   j["get_sweep_view"] = ViewName(b.reader_view);
 
   if (!probe_sizes.empty()) {
-    const int rc = RunProbe(b, f.coordinator, probe_sizes, f.probe_samples, proc, &j);
+    const int rc = RunProbe(b, f.connection.coordinator, probe_sizes, f.probe_samples, proc, &j);
     proc.Stop();
     b.sched->Stop();
     if (!f.json.empty()) {
@@ -1710,14 +1693,14 @@ int main(int argc, char** argv) {
   std::vector<std::shared_ptr<pb::WorkerService::Stub>> stubs;
   std::vector<std::shared_ptr<grpc::Channel>> pool;
   for (int i = 0; i < channels; ++i) {
-    pool.push_back(MakeChannel(f.coordinator, false));
+    pool.push_back(MakeChannel(f.connection.coordinator, false));
     stubs.push_back(
         std::shared_ptr<pb::WorkerService::Stub>(pb::WorkerService::NewStub(pool.back())));
   }
   for (int i = 0; i < channels; ++i) {
     if (!pool[i]->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
       std::fprintf(stderr, "rdattn-cluster-bench: cannot connect to %s (channel %d) within 20 s\n",
-                   f.coordinator.c_str(), i);
+                   f.connection.coordinator.c_str(), i);
       return 1;
     }
   }
@@ -1727,8 +1710,9 @@ int main(int argc, char** argv) {
   std::printf(
       "rdattn-cluster-bench: %d workers x %d slots on %d connections to %s; %d jobs of %.1f s "
       "(ideal %.1f s); heartbeat %.1f s, lease wait %.1f s; %d readers (GetSweep %s)\n",
-      f.workers, f.slots, channels, f.coordinator.c_str(), f.jobs, f.job_seconds, ideal_s,
-      f.heartbeat_seconds, f.lease_wait_seconds, f.readers, ViewName(b.reader_view).c_str());
+      f.workers, f.slots, channels, f.connection.coordinator.c_str(), f.jobs, f.job_seconds,
+      ideal_s, f.heartbeat_seconds, f.lease_wait_seconds, f.readers,
+      ViewName(b.reader_view).c_str());
   std::fflush(stdout);
 
   b.t0 = Clock::now();
@@ -1769,7 +1753,7 @@ int main(int argc, char** argv) {
   }
 
   // The sweep.
-  auto sweep_channel = MakeChannel(f.coordinator, true);
+  auto sweep_channel = MakeChannel(f.connection.coordinator, true);
   auto sweeps = pb::SweepService::NewStub(sweep_channel);
   const ProcSample submit_cpu = proc.Now();
   std::string sweep_id;
@@ -1798,7 +1782,7 @@ int main(int argc, char** argv) {
   if (!sweep_id.empty()) {
     for (int i = 0; i < f.readers; ++i)
       readers.emplace_back([&b, &f, &sweep_id, &readers_stop] {
-        ReaderLoop(b, f.coordinator, sweep_id, readers_stop);
+        ReaderLoop(b, f.connection.coordinator, sweep_id, readers_stop);
       });
   }
 

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "common/cli.h"
-#include "common/strings.h"
+#include "common/connection_flags.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/tiny_sweep.h"
 
@@ -461,22 +461,11 @@ Row Summarize(Sample& s) {
   return r;
 }
 
-std::string ReadFileOr(const std::string& path, bool* ok) {
-  std::ifstream in(path, std::ios::binary);
-  *ok = static_cast<bool>(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 constexpr int kExitUsage = 2;
 
 // The command line, with its defaults.
 struct Flags {
-  std::string coordinator;
-  std::string token;
-  std::string token_file;
-  std::string ca_cert;
+  rdattn::cli::ConnectionFlags connection;
   int clients = 10;
   int channels = 0;
   double seconds = 10;
@@ -490,12 +479,7 @@ struct Flags {
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
-  app.add_option("--coordinator", f.coordinator, "coordinator address HOST:PORT (required)");
-  app.add_option("--token", f.token,
-                 "bearer token (else --token-file, else $RDATTN_TOKEN; none: no auth)");
-  app.add_option("--token-file", f.token_file, "file holding the bearer token");
-  app.add_option("--ca-cert", f.ca_cert,
-                 "PEM CA roots: talk TLS to the coordinator (default plaintext)");
+  rdattn::cli::AddConnectionFlags(&app, &f.connection, {});
   app.add_option("--clients", f.clients,
                  "concurrent clients (threads, each with two watcher threads per cycle)");
   app.add_option("--channels", f.channels,
@@ -529,8 +513,7 @@ int main(int argc, char** argv) {
     return rdattn::cli::Usage(app, message, kExitUsage);
   };
 
-  const std::string address = flags.coordinator;
-  if (address.empty()) return usage("--coordinator is required");
+  const std::string address = flags.connection.coordinator;
   const int clients = flags.clients;
   if (clients < 1) return usage("--clients must be at least 1");
   const int channels = flags.channels == 0 ? clients : flags.channels;
@@ -552,21 +535,14 @@ int main(int argc, char** argv) {
   options.rpc_timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.rpc_timeout * 1000));
   options.watch_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(flags.watch_timeout * 1000));
-  options.token = flags.token;
-  if (options.token.empty() && !flags.token_file.empty()) {
-    bool ok = false;
-    options.token = rdattn::strings::Trim(ReadFileOr(flags.token_file, &ok));
-    if (!ok) return usage("--token-file " + flags.token_file + ": cannot read");
-  }
-  if (options.token.empty()) {
-    if (const char* env = std::getenv("RDATTN_TOKEN")) options.token = rdattn::strings::Trim(env);
-  }
+  rdattn::StatusOr<rdattn::cli::Connection> connection =
+      rdattn::cli::ResolveConnection(flags.connection);
+  if (!connection.ok()) return usage(connection.status().message());
+  options.token = connection->token;
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!flags.ca_cert.empty()) {
-    bool ok = false;
+  if (connection->tls) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadFileOr(flags.ca_cert, &ok);
-    if (!ok) return usage("--ca-cert " + flags.ca_cert + ": cannot read");
+    ssl.pem_root_certs = connection->ca_cert_pem;
     creds = grpc::SslCredentials(ssl);
   }
 

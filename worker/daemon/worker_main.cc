@@ -23,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "common/cli.h"
+#include "common/connection_flags.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "worker/daemon/coordinator_client.h"
@@ -43,16 +44,13 @@ constexpr int kExitUsage = 2;
 
 // The command line, with its defaults.
 struct Flags {
-  std::string coordinator;
+  rdattn::cli::ConnectionFlags connection;
   int slots = 1;
   std::string kind = "cpu";
   std::string workdir;
   std::string checkpoint_root;
   std::string train_binary;
   std::string mpirun = "mpirun";
-  std::string token;
-  std::string token_file;
-  std::string ca_cert;
   std::string hostname;
   std::string worker_id;
   int threads_per_rank = 0;
@@ -75,7 +73,7 @@ struct Flags {
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
-  app.add_option("--coordinator", f.coordinator, "coordinator address host:port (required)");
+  rdattn::cli::AddConnectionFlags(&app, &f.connection, {});
   app.add_option(
       "--slots", f.slots,
       "ranks this worker runs at once: GPUs on a GPU worker, rank slots on a CPU worker");
@@ -90,10 +88,6 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "rdattn-train to launch (default: next to rdattn-worker, ../trainer/ in a build "
                  "tree, else PATH)");
   app.add_option("--mpirun", f.mpirun, "mpirun for jobs of world size > 1");
-  app.add_option("--token", f.token, "bearer token (else --token-file, else $RDATTN_TOKEN)");
-  app.add_option("--token-file", f.token_file, "file holding the bearer token");
-  app.add_option("--ca-cert", f.ca_cert,
-                 "PEM file of CA roots: talk TLS to the coordinator (default plaintext)");
   app.add_option("--hostname", f.hostname, "hostname to register (default: gethostname)");
   app.add_option("--worker-id", f.worker_id,
                  "worker id to register with (default: <workdir>/worker_id, else assigned)");
@@ -150,12 +144,6 @@ int UsableCores() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-std::string ReadFile(const std::string& path, bool* ok) {
-  std::ifstream in(path, std::ios::binary);
-  *ok = static_cast<bool>(in);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // "model name" of /proc/cpuinfo, or the first GPU's "Model:" from the NVIDIA driver.
@@ -239,8 +227,7 @@ int main(int argc, char** argv) {
   if (flags.verbose) rdattn::log::SetMinLevel(rdattn::log::Level::kDebug);
 
   rdattn::worker::WorkerOptions options;
-  const std::string coordinator = flags.coordinator;
-  if (coordinator.empty()) return usage("--coordinator is required");
+  const std::string coordinator = flags.connection.coordinator;
   if (flags.workdir.empty()) return usage("--workdir is required");
   options.slots = flags.slots;
   if (options.slots < 1) return usage("--slots must be at least 1");
@@ -333,21 +320,12 @@ int main(int argc, char** argv) {
   }
 
   rdattn::worker::CoordinatorClientOptions client;
-  client.address = coordinator;
-  client.token = flags.token;
-  if (client.token.empty() && !flags.token_file.empty()) {
-    bool ok = false;
-    client.token = rdattn::strings::Trim(ReadFile(flags.token_file, &ok));
-    if (!ok) return usage("--token-file " + flags.token_file + ": cannot read");
-  }
-  if (client.token.empty()) {
-    if (const char* env = std::getenv("RDATTN_TOKEN")) client.token = rdattn::strings::Trim(env);
-  }
-  if (!flags.ca_cert.empty()) {
-    bool ok = false;
-    client.ca_cert_pem = ReadFile(flags.ca_cert, &ok);
-    if (!ok) return usage("--ca-cert " + flags.ca_cert + ": cannot read");
-  }
+  rdattn::StatusOr<rdattn::cli::Connection> connection =
+      rdattn::cli::ResolveConnection(flags.connection);
+  if (!connection.ok()) return usage(connection.status().message());
+  client.address = connection->address;
+  client.token = connection->token;
+  client.ca_cert_pem = connection->ca_cert_pem;
 
   rdattn::log::Info("rdattn-worker " + options.version + ": coordinator " + coordinator + ", " +
                     std::to_string(options.slots) + " " + kind + " slot(s), " +
