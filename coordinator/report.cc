@@ -16,8 +16,6 @@
 #include <system_error>
 #include <utility>
 
-#include <google/protobuf/util/json_util.h>
-
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "coordinator/data_identity.h"
@@ -31,22 +29,6 @@ namespace rdattn::coordinator {
 namespace {
 
 namespace fs = std::filesystem;
-
-// report.json with a top-level "sequential" object: the SequentialState in protobuf's JSON
-// mapping (field names as in the proto; NaN and infinities as the strings "NaN", "Infinity").
-std::string WithSequentialJson(std::string json, const pb::SequentialState& state) {
-  std::string seq;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  if (!google::protobuf::util::MessageToJsonString(state, &seq, o).ok()) return json;
-  const size_t close = json.find_last_of('}');
-  if (close == std::string::npos) return json;
-  const size_t open = json.find_first_of('{');
-  const bool empty = json.find_first_not_of(" \t\r\n", open + 1) == close;
-  json.insert(close, std::string(empty ? "" : ",\n") + "\"sequential\": " + seq + "\n");
-  return json;
-}
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -143,6 +125,49 @@ std::map<std::string, JobEvents> CollectEvents(const std::vector<EventRow>& even
         break;
     }
   }
+  return out;
+}
+
+// The seed policy's stored state as the report's sequential section (rendered with the tables).
+stats::SequentialSection SequentialSectionOf(const pb::SequentialState& state) {
+  const pb::SequentialDesign& d = state.design();
+  stats::SequentialSection out;
+  out.boundary = d.boundary();
+  out.alpha = d.alpha();
+  out.look_seeds.assign(d.look_seeds().begin(), d.look_seeds().end());
+  out.information.assign(d.information().begin(), d.information().end());
+  out.alpha_spent.assign(d.alpha_spent().begin(), d.alpha_spent().end());
+  out.efficacy_t.assign(d.efficacy_t().begin(), d.efficacy_t().end());
+  out.futility_t.assign(d.futility_t().begin(), d.futility_t().end());
+  out.futility_effect_sd = d.futility_effect_sd();
+  out.futility_power = d.futility_power();
+  out.simulations = d.simulations();
+  out.simulation_seed = d.simulation_seed();
+  out.simulated_alpha = d.simulated_alpha();
+  out.expected_seeds_null = d.expected_seeds_null();
+  out.expected_seeds_futility_effect = d.expected_seeds_futility_effect();
+  out.expected_seeds_two_sd = d.expected_seeds_two_sd();
+  out.power_two_sd = d.power_two_sd();
+  for (const pb::SeedLook& l : state.looks()) {
+    stats::LookRow look;
+    look.look = l.look();
+    look.n_seeds = l.n_seeds();
+    look.n_planned = l.n_planned();
+    look.decision = l.decision();
+    look.added_seeds.assign(l.added_seeds().begin(), l.added_seeds().end());
+    look.reason = l.reason();
+    look.description = contract::DescribeSeedLook(l);
+    for (const pb::LookComparison& c : l.comparisons()) {
+      look.comparisons.push_back({c.scale(), c.arm(), c.reference_arm(), c.milestone_tokens(),
+                                  c.n(), c.mean_delta_nll(), c.sd_delta_nll(), c.t_statistic(),
+                                  c.efficacy_t(), c.futility_t(), c.outcome(), c.decided_at_look(),
+                                  c.adjusted_p(), c.rci_low(), c.rci_high()});
+    }
+    out.looks.push_back(std::move(look));
+  }
+  out.stopped = state.stopped();
+  out.stopped_at_look = state.stopped_at_look();
+  out.method = state.method();
   return out;
 }
 
@@ -557,9 +582,10 @@ pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOption
   if (options.target_delta > 0.0 && std::isfinite(options.target_delta)) {
     in.target_delta = options.target_delta;
   }
-  const stats::ReportTables tables =
+  stats::ReportTables tables =
       stats::BuildTables(in, ReportBootstrapSeed(source.sweep.id), options.bootstrap_resamples,
                          options.confidence_level);
+  if (source.sequential) tables.sequential = SequentialSectionOf(*source.sequential);
   pb::GetReportResponse resp;
   *resp.mutable_report() = ReportToProto(tables, options.now_us);
   if (source.sequential) *resp.mutable_report()->mutable_sequential() = *source.sequential;
@@ -575,10 +601,8 @@ pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOption
       md = stats::RenderMarkdown(tables, "plots");
     } else {
       resp.set_warning("plots not drawn: " + plots.status().ToString());
-      md = stats::RenderMarkdown(tables, "");
-      md += "\n> Plots were not drawn: " + plots.status().ToString() + "\n";
+      md = stats::RenderMarkdown(tables, "", plots.status().ToString());
     }
-    if (source.sequential) md += RenderSequentialMarkdown(*source.sequential);
     AddFile(resp, "report.md", std::move(md), "text/markdown");
     if (plots.ok()) {
       for (pb::ReportFile& f : *plots) *resp.add_files() = std::move(f);
@@ -588,14 +612,9 @@ pb::GetReportResponse BuildReport(const ReportSource& source, const ReportOption
     for (auto& [name, content] : stats::RenderCsv(tables)) {
       AddFile(resp, name, std::move(content), "text/csv");
     }
-    if (source.sequential) {
-      AddFile(resp, "looks.csv", RenderSequentialCsv(*source.sequential), "text/csv");
-    }
   }
   if (wanted("json")) {
-    std::string json = stats::RenderJson(tables);
-    if (source.sequential) json = WithSequentialJson(std::move(json), *source.sequential);
-    AddFile(resp, "report.json", std::move(json), "application/json");
+    AddFile(resp, "report.json", stats::RenderJson(tables), "application/json");
   }
   return resp;
 }

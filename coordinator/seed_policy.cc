@@ -1,4 +1,5 @@
-// Seed policies: design, looks and their rendering (seed_policy.h).
+// Seed policies: the design and the looks (seed_policy.h); the report renders them
+// (coordinator/stats/render.h, from ReportTables::sequential).
 #include "coordinator/seed_policy.h"
 
 #include <algorithm>
@@ -15,14 +16,6 @@ namespace rdattn::coordinator {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::string Num(double v, const char* fmt = "%.4g") {
-  if (std::isnan(v)) return "n/a";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
 
 const char kMethod[] =
     "boundaries: Lan-DeMets alpha spending on the paired t statistic, critical values by a seeded "
@@ -209,95 +202,6 @@ pb::SeedLook EvaluateLook(const pb::SeedPolicy& policy, const pb::SequentialStat
     }
   }
   return look;
-}
-
-std::string RenderSequentialMarkdown(const pb::SequentialState& state) {
-  const pb::SequentialDesign& d = state.design();
-  std::ostringstream md;
-  md << "\n## Seed policy (sequential design)\n\n";
-  md << "Boundary: " << d.boundary() << " alpha spending, alpha = " << Num(d.alpha())
-     << " (two-sided, per comparison), " << d.look_seeds_size() << " planned looks at n = ";
-  for (int i = 0; i < d.look_seeds_size(); ++i) md << (i ? ", " : "") << d.look_seeds(i);
-  md << ". Futility: ";
-  if (d.futility_effect_sd() > 0) {
-    md << "non-binding, for an effect of " << Num(d.futility_effect_sd())
-       << " sd of delta at power " << Num(d.futility_power());
-  } else {
-    md << "none";
-  }
-  md << ". Critical values from " << d.simulations() << " simulated null sweeps (seed "
-     << d.simulation_seed() << ").\n\n";
-  md << "Simulated operating characteristics: type-I error " << Num(d.simulated_alpha())
-     << "; expected seeds " << Num(d.expected_seeds_null(), "%.2f") << " under the null";
-  if (d.futility_effect_sd() > 0) {
-    md << ", " << Num(d.expected_seeds_futility_effect(), "%.2f") << " under an effect of "
-       << Num(d.futility_effect_sd()) << " sd";
-  }
-  md << ", " << Num(d.expected_seeds_two_sd(), "%.2f") << " under an effect of 2 sd (power "
-     << Num(d.power_two_sd(), "%.3f") << "), of at most "
-     << (d.look_seeds_size() ? d.look_seeds(d.look_seeds_size() - 1) : 0) << ".\n\n";
-  md << "| look | n | alpha spent | efficacy: stop if abs(t) >= | futility: stop if abs(t) < |\n";
-  md << "| --- | --- | --- | --- | --- |\n";
-  for (int i = 0; i < d.look_seeds_size(); ++i) {
-    md << "| " << i + 1 << " | " << d.look_seeds(i) << " | " << Num(d.alpha_spent(i), "%.5f")
-       << " | " << Num(d.efficacy_t(i), "%.3f") << " | "
-       << (d.futility_t(i) > 0 ? Num(d.futility_t(i), "%.3f") : std::string("-")) << " |\n";
-  }
-  md << "\n";
-  if (state.looks_size() == 0) {
-    md << "No look yet: the first comes when every job of the initial seeds has ended.\n";
-    return md.str();
-  }
-  md << "| look | seeds | scale | arm | n | mean delta | t | outcome | adjusted p | "
-        "repeated CI |\n";
-  md << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
-  for (const pb::SeedLook& l : state.looks()) {
-    for (const pb::LookComparison& c : l.comparisons()) {
-      md << "| " << l.look() << " | " << l.n_seeds() << " | " << c.scale() << " | " << c.arm()
-         << " vs " << c.reference_arm() << " | " << c.n() << " | "
-         << Num(c.mean_delta_nll(), "%+.4f") << " | " << Num(c.t_statistic(), "%.3f") << " | "
-         << c.outcome()
-         << (c.decided_at_look() > 0 ? " (look " + std::to_string(c.decided_at_look()) + ")" : "")
-         << " | " << Num(c.adjusted_p(), "%.4f") << " | [" << Num(c.rci_low(), "%+.4f") << ", "
-         << Num(c.rci_high(), "%+.4f") << "] |\n";
-    }
-  }
-  md << "\n";
-  for (const pb::SeedLook& l : state.looks()) md << "- " << contract::DescribeSeedLook(l) << "\n";
-  if (state.stopped()) {
-    md << "\nThe policy stopped at look " << state.stopped_at_look() << ".";
-  } else {
-    md << "\nThe policy has not stopped yet.";
-  }
-  md << " Method: " << state.method() << ".\n";
-  return md.str();
-}
-
-std::string RenderSequentialCsv(const pb::SequentialState& state) {
-  std::ostringstream csv;
-  csv << "look,n_seeds,n_planned,decision,scale,arm,reference_arm,milestone_tokens,n,"
-         "mean_delta_nll,sd_delta_nll,t_statistic,efficacy_t,futility_t,outcome,"
-         "decided_at_look,adjusted_p,rci_low,rci_high,added_seeds\n";
-  auto num = [](double v) {
-    if (std::isnan(v)) return std::string("NaN");
-    if (std::isinf(v)) return std::string(v > 0 ? "inf" : "-inf");
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return std::string(buf);
-  };
-  for (const pb::SeedLook& l : state.looks()) {
-    std::string added;
-    for (uint64_t s : l.added_seeds()) added += (added.empty() ? "" : " ") + std::to_string(s);
-    for (const pb::LookComparison& c : l.comparisons()) {
-      csv << l.look() << "," << l.n_seeds() << "," << l.n_planned() << "," << l.decision() << ","
-          << c.scale() << "," << c.arm() << "," << c.reference_arm() << "," << c.milestone_tokens()
-          << "," << c.n() << "," << num(c.mean_delta_nll()) << "," << num(c.sd_delta_nll()) << ","
-          << num(c.t_statistic()) << "," << num(c.efficacy_t()) << "," << num(c.futility_t()) << ","
-          << c.outcome() << "," << c.decided_at_look() << "," << num(c.adjusted_p()) << ","
-          << num(c.rci_low()) << "," << num(c.rci_high()) << "," << added << "\n";
-    }
-  }
-  return csv.str();
 }
 
 }  // namespace rdattn::coordinator

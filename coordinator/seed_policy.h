@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "coordinator/stats/render.h"
 #include "coordinator/stats/sequential.h"
+#include "coordinator/stats/tables.h"
 #include "rdattn/v1/sweep.pb.h"
 
 namespace rdattn::coordinator {
@@ -40,9 +40,5 @@ StatusOr<pb::SequentialState> DesignSeedPolicy(const pb::SeedPolicy& policy);
 // sweep has now.
 pb::SeedLook EvaluateLook(const pb::SeedPolicy& policy, const pb::SequentialState& state,
                           const stats::ReportTables& tables, int n_seeds);
-
-// The report's section (docs/report.md "Sequential") and its CSV (looks.csv).
-std::string RenderSequentialMarkdown(const pb::SequentialState& state);
-std::string RenderSequentialCsv(const pb::SequentialState& state);
 
 }  // namespace rdattn::coordinator

@@ -14,8 +14,10 @@
 namespace rdattn::stats {
 
 // report.md. plots_dir_relative: the plots folder relative to the markdown file (e.g. "plots");
-// empty: no plots are embedded.
-std::string RenderMarkdown(const ReportTables& tables, const std::string& plots_dir_relative);
+// empty: no plots are embedded. plots_missing: why the plots could not be drawn, said in a note
+// after the legend; empty: no note.
+std::string RenderMarkdown(const ReportTables& tables, const std::string& plots_dir_relative,
+                           const std::string& plots_missing = "");
 // One CSV per table (RFC 4180, header row first, NaN as an empty field): file name -> content.
 // nll.csv, paired.csv, paired_seeds.csv, controls.csv, trend.csv, trend_seeds.csv, depth.csv,
 // depth_layers.csv, cost.csv, cost_pairs.csv, cost_excluded.csv, missing.csv.

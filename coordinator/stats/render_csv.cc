@@ -1,4 +1,5 @@
 // RenderCsv(): one RFC 4180 file per table, full precision (docs/report.md "Files").
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -170,6 +171,61 @@ std::vector<std::string> PairedFields(const PairedRow& r) {
   return fields;
 }
 
+// A CSV table declared once as columns: each column's name and how a row fills it, so a header
+// and its values cannot drift apart.
+template <typename Row>
+struct Column {
+  const char* name;
+  std::function<std::string(const Row&)> cell;
+};
+
+template <typename Row>
+std::string RenderTable(const std::vector<Column<Row>>& columns, const std::vector<Row>& rows) {
+  std::vector<std::string> header;
+  header.reserve(columns.size());
+  for (const Column<Row>& c : columns) header.emplace_back(c.name);
+  Csv csv(header);
+  for (const Row& row : rows) {
+    std::vector<std::string> fields;
+    fields.reserve(columns.size());
+    for (const Column<Row>& c : columns) fields.push_back(c.cell(row));
+    csv.Add(fields);
+  }
+  return csv.text();
+}
+
+// looks.csv: one line per (look, comparison).
+struct LookLine {
+  const LookRow* look;
+  const LookComparisonRow* c;
+};
+
+const std::vector<Column<LookLine>>& LookColumns() {
+  static const std::vector<Column<LookLine>> columns = {
+      {"look", [](const LookLine& r) { return Int(r.look->look); }},
+      {"n_seeds", [](const LookLine& r) { return Int(r.look->n_seeds); }},
+      {"n_planned", [](const LookLine& r) { return Int(r.look->n_planned); }},
+      {"decision", [](const LookLine& r) { return r.look->decision; }},
+      {"scale", [](const LookLine& r) { return r.c->scale; }},
+      {"arm", [](const LookLine& r) { return r.c->arm; }},
+      {"reference_arm", [](const LookLine& r) { return r.c->reference_arm; }},
+      {"milestone_tokens", [](const LookLine& r) { return Int(r.c->milestone_tokens); }},
+      {"n", [](const LookLine& r) { return Int(r.c->n); }},
+      {"mean_delta_nll", [](const LookLine& r) { return Exact(r.c->mean_delta_nll); }},
+      {"sd_delta_nll", [](const LookLine& r) { return Exact(r.c->sd_delta_nll); }},
+      {"t_statistic", [](const LookLine& r) { return Exact(r.c->t_statistic); }},
+      {"efficacy_t", [](const LookLine& r) { return Exact(r.c->efficacy_t); }},
+      {"futility_t", [](const LookLine& r) { return Exact(r.c->futility_t); }},
+      {"outcome", [](const LookLine& r) { return r.c->outcome; }},
+      {"decided_at_look", [](const LookLine& r) { return Int(r.c->decided_at_look); }},
+      {"adjusted_p", [](const LookLine& r) { return Exact(r.c->adjusted_p); }},
+      {"rci_low", [](const LookLine& r) { return Exact(r.c->rci_low); }},
+      {"rci_high", [](const LookLine& r) { return Exact(r.c->rci_high); }},
+      {"added_seeds", [](const LookLine& r) { return SeedList(r.look->added_seeds); }},
+  };
+  return columns;
+}
+
 }  // namespace
 
 std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
@@ -298,6 +354,14 @@ std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
                  m.job_state, m.reason});
   }
   files["missing.csv"] = missing.text();
+
+  if (t.sequential) {
+    std::vector<LookLine> lines;
+    for (const LookRow& l : t.sequential->looks) {
+      for (const LookComparisonRow& c : l.comparisons) lines.push_back({&l, &c});
+    }
+    files["looks.csv"] = RenderTable(LookColumns(), lines);
+  }
   return files;
 }
 

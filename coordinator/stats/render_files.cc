@@ -57,8 +57,7 @@ StatusOr<WrittenReport> WriteReportFiles(const ReportTables& tables, const std::
     }
   } else {
     written.warnings.push_back("plots not drawn: " + plotted.ToString());
-    md = RenderMarkdown(tables, "");
-    md += "\n> Plots were not drawn: " + plotted.ToString() + "\n";
+    md = RenderMarkdown(tables, "", plotted.ToString());
   }
   RDATTN_RETURN_IF_ERROR(WriteFile(dir / "report.md", md));
   written.files.insert(written.files.begin(), (dir / "report.md").string());

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "coordinator/stats/render.h"
 
@@ -96,6 +97,65 @@ Json ToJson(const PairedRow& r) {
               {"power", power},
               {"robust", robust},
               {"pairs", pairs}};
+}
+
+Json Nums(const std::vector<double>& values) {
+  Json out = Json::array();
+  for (double v : values) out.push_back(Num(v));
+  return out;
+}
+
+// The seed policy, with the field names of its proto message (SequentialState).
+Json ToJson(const SequentialSection& d) {
+  Json looks = Json::array();
+  for (const LookRow& l : d.looks) {
+    Json comparisons = Json::array();
+    for (const LookComparisonRow& c : l.comparisons) {
+      comparisons.push_back(Json{{"scale", c.scale},
+                                 {"arm", c.arm},
+                                 {"reference_arm", c.reference_arm},
+                                 {"milestone_tokens", c.milestone_tokens},
+                                 {"n", c.n},
+                                 {"mean_delta_nll", Num(c.mean_delta_nll)},
+                                 {"sd_delta_nll", Num(c.sd_delta_nll)},
+                                 {"t_statistic", Num(c.t_statistic)},
+                                 {"efficacy_t", Num(c.efficacy_t)},
+                                 {"futility_t", Num(c.futility_t)},
+                                 {"outcome", c.outcome},
+                                 {"decided_at_look", c.decided_at_look},
+                                 {"adjusted_p", Num(c.adjusted_p)},
+                                 {"rci_low", Num(c.rci_low)},
+                                 {"rci_high", Num(c.rci_high)}});
+    }
+    looks.push_back(Json{{"look", l.look},
+                         {"n_seeds", l.n_seeds},
+                         {"n_planned", l.n_planned},
+                         {"comparisons", comparisons},
+                         {"decision", l.decision},
+                         {"added_seeds", l.added_seeds},
+                         {"reason", l.reason}});
+  }
+  Json design{{"boundary", d.boundary},
+              {"alpha", Num(d.alpha)},
+              {"look_seeds", d.look_seeds},
+              {"information", Nums(d.information)},
+              {"alpha_spent", Nums(d.alpha_spent)},
+              {"efficacy_t", Nums(d.efficacy_t)},
+              {"futility_t", Nums(d.futility_t)},
+              {"futility_effect_sd", Num(d.futility_effect_sd)},
+              {"futility_power", Num(d.futility_power)},
+              {"simulations", d.simulations},
+              {"simulation_seed", d.simulation_seed},
+              {"simulated_alpha", Num(d.simulated_alpha)},
+              {"expected_seeds_null", Num(d.expected_seeds_null)},
+              {"expected_seeds_futility_effect", Num(d.expected_seeds_futility_effect)},
+              {"expected_seeds_two_sd", Num(d.expected_seeds_two_sd)},
+              {"power_two_sd", Num(d.power_two_sd)}};
+  return Json{{"design", design},
+              {"looks", looks},
+              {"stopped", d.stopped},
+              {"stopped_at_look", d.stopped_at_look},
+              {"method", d.method}};
 }
 
 }  // namespace
@@ -276,6 +336,7 @@ std::string RenderJson(const ReportTables& t) {
   }
   j["missing"] = missing;
   j["notes"] = t.notes;
+  if (t.sequential) j["sequential"] = ToJson(*t.sequential);
   return j.dump(2) + "\n";
 }
 

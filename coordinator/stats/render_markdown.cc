@@ -535,11 +535,79 @@ void Legend(std::ostringstream& md, const ReportTables& t) {
         "reached yet); see \"Missing data\".\n";
 }
 
+// The seed policy's design, its looks and where it stopped (docs/report.md "Sequential").
+void Sequential(std::ostringstream& md, const SequentialSection& d) {
+  const auto num = [](double v, const char* format = "%.4g") {
+    return numfmt::General(v, format, kUndefined);
+  };
+  const auto at = [](const std::vector<double>& v, size_t i) {
+    return i < v.size() ? v[i] : kMissing;
+  };
+  md << "\n## Seed policy (sequential design)\n\n";
+  md << "Boundary: " << d.boundary << " alpha spending, alpha = " << num(d.alpha)
+     << " (two-sided, per comparison), " << d.look_seeds.size() << " planned looks at n = ";
+  for (size_t i = 0; i < d.look_seeds.size(); ++i) md << (i ? ", " : "") << d.look_seeds[i];
+  md << ". Futility: ";
+  if (d.futility_effect_sd > 0) {
+    md << "non-binding, for an effect of " << num(d.futility_effect_sd) << " sd of delta at power "
+       << num(d.futility_power);
+  } else {
+    md << "none";
+  }
+  md << ". Critical values from " << d.simulations << " simulated null sweeps (seed "
+     << d.simulation_seed << ").\n\n";
+  md << "Simulated operating characteristics: type-I error " << num(d.simulated_alpha)
+     << "; expected seeds " << num(d.expected_seeds_null, "%.2f") << " under the null";
+  if (d.futility_effect_sd > 0) {
+    md << ", " << num(d.expected_seeds_futility_effect, "%.2f") << " under an effect of "
+       << num(d.futility_effect_sd) << " sd";
+  }
+  md << ", " << num(d.expected_seeds_two_sd, "%.2f") << " under an effect of 2 sd (power "
+     << num(d.power_two_sd, "%.3f") << "), of at most "
+     << (d.look_seeds.empty() ? 0 : d.look_seeds.back()) << ".\n\n";
+  md << Header(
+      {"look", "n", "alpha spent", "efficacy: stop if abs(t) >=", "futility: stop if abs(t) <"});
+  for (size_t i = 0; i < d.look_seeds.size(); ++i) {
+    const double futility = at(d.futility_t, i);
+    md << Row({std::to_string(i + 1), std::to_string(d.look_seeds[i]),
+               num(at(d.alpha_spent, i), "%.5f"), num(at(d.efficacy_t, i), "%.3f"),
+               futility > 0 ? num(futility, "%.3f") : std::string("-")});
+  }
+  md << "\n";
+  if (d.looks.empty()) {
+    md << "No look yet: the first comes when every job of the initial seeds has ended.\n";
+    return;
+  }
+  md << Header({"look", "seeds", "scale", "arm", "n", "mean delta", "t", "outcome", "adjusted p",
+                "repeated CI"});
+  for (const LookRow& l : d.looks) {
+    for (const LookComparisonRow& c : l.comparisons) {
+      md << Row(
+          {std::to_string(l.look), std::to_string(l.n_seeds), c.scale,
+           c.arm + " vs " + c.reference_arm, std::to_string(c.n), num(c.mean_delta_nll, "%+.4f"),
+           num(c.t_statistic, "%.3f"),
+           c.outcome +
+               (c.decided_at_look > 0 ? " (look " + std::to_string(c.decided_at_look) + ")" : ""),
+           PValue(c.adjusted_p),
+           "[" + num(c.rci_low, "%+.4f") + ", " + num(c.rci_high, "%+.4f") + "]"});
+    }
+  }
+  md << "\n";
+  for (const LookRow& l : d.looks) md << "- " << l.description << "\n";
+  if (d.stopped) {
+    md << "\nThe policy stopped at look " << d.stopped_at_look << ".";
+  } else {
+    md << "\nThe policy has not stopped yet.";
+  }
+  md << " Method: " << d.method << ".\n";
+}
+
 }  // namespace
 
 // ---- Markdown ----------------------------------------------------------------------------
 
-std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_relative) {
+std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_relative,
+                           const std::string& plots_missing) {
   std::ostringstream md;
   Overview(md, t);
   Summary(md, t);
@@ -553,6 +621,8 @@ std::string RenderMarkdown(const ReportTables& t, const std::string& plots_dir_r
   Cost(md, t);
   MissingData(md, t);
   Legend(md, t);
+  if (!plots_missing.empty()) md << "\n> Plots were not drawn: " << plots_missing << "\n";
+  if (t.sequential) Sequential(md, *t.sequential);
   return md.str();
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -260,6 +261,64 @@ struct MissingEntry {
   std::string reason;
 };
 
+// ---- Sequential: a seed policy's design and looks (docs/report.md "Sequential") ------------
+// Copied from the sweep's stored SequentialState by the coordinator (coordinator/report.h);
+// BuildTables leaves ReportTables::sequential empty. Undefined numbers are NaN.
+
+// One comparison (scale, main arm against the reference) at one look.
+struct LookComparisonRow {
+  std::string scale;
+  std::string arm;
+  std::string reference_arm;
+  int64_t milestone_tokens = 0;  // the scale's last validation milestone
+  int n = 0;                     // complete pairs
+  double mean_delta_nll = kMissing;
+  double sd_delta_nll = kMissing;
+  double t_statistic = kMissing;
+  double efficacy_t = kMissing;
+  double futility_t = kMissing;  // 0: no futility boundary at this look
+  std::string outcome;
+  int decided_at_look = 0;  // 1-based; 0: not decided yet
+  double adjusted_p = kMissing;
+  double rci_low = kMissing;
+  double rci_high = kMissing;
+};
+
+struct LookRow {
+  int look = 0;  // 1-based
+  int n_seeds = 0;
+  int n_planned = 0;
+  std::vector<LookComparisonRow> comparisons;
+  std::string decision;  // "continue" or "stop"
+  std::vector<uint64_t> added_seeds;
+  std::string reason;
+  std::string description;  // the look in one line (report.md only)
+};
+
+struct SequentialSection {
+  // The design (SequentialDesign): boundaries per planned look and simulated characteristics.
+  std::string boundary;
+  double alpha = kMissing;
+  std::vector<int> look_seeds;
+  std::vector<double> information;
+  std::vector<double> alpha_spent;
+  std::vector<double> efficacy_t;
+  std::vector<double> futility_t;
+  double futility_effect_sd = kMissing;
+  double futility_power = kMissing;
+  int simulations = 0;
+  uint64_t simulation_seed = 0;
+  double simulated_alpha = kMissing;
+  double expected_seeds_null = kMissing;
+  double expected_seeds_futility_effect = kMissing;
+  double expected_seeds_two_sd = kMissing;
+  double power_two_sd = kMissing;
+  std::vector<LookRow> looks;
+  bool stopped = false;
+  int stopped_at_look = 0;
+  std::string method;
+};
+
 struct ReportTables {
   std::string sweep_id;
   std::string sweep_name;
@@ -279,8 +338,9 @@ struct ReportTables {
   std::vector<DepthRow> depth;      // by scale, arm, milestone
   std::vector<CostRow> cost;        // by scale, arm, hardware kind
   std::vector<CostExclusion> cost_excluded;
-  std::vector<MissingEntry> missing;  // by scale, arm, seed, split, milestone
-  std::vector<std::string> notes;     // e.g. duplicate jobs for one cell
+  std::vector<MissingEntry> missing;            // by scale, arm, seed, split, milestone
+  std::vector<std::string> notes;               // e.g. duplicate jobs for one cell
+  std::optional<SequentialSection> sequential;  // the sweep's seed policy, if it has one
 };
 
 // Builds every table. Each paired row's bootstrap uses `bootstrap_seed` as is, so a row's

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -820,6 +821,122 @@ TEST(WriteReportFiles, CsvAndJsonAndBadFormat) {
   EXPECT_EQ(nlohmann::json::parse(in)["sweep_name"], "paper-S");
   auto bad = WriteReportFiles(t, dir.path().string(), "pdf");
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- The sequential section and one rule per format ----------------------------------------
+
+// A seed policy with two looks: a decided comparison, one whose t and sd are undefined (NaN), an
+// infinite boundary, a p below 1e-4 and names with the characters each format must escape.
+SequentialSection TwoLooks() {
+  SequentialSection s;
+  s.boundary = "obrien_fleming";
+  s.alpha = 0.05;
+  s.look_seeds = {2, 3};
+  s.information = {2.0 / 3.0, 1.0};
+  s.alpha_spent = {0.01, 0.05};
+  s.efficacy_t = {std::numeric_limits<double>::infinity(), 4.25};
+  s.futility_t = {0.5, 0};
+  s.futility_effect_sd = 1;
+  s.futility_power = 0.8;
+  s.simulations = 1000;
+  s.simulation_seed = 7;
+  s.simulated_alpha = 0.049;
+  s.expected_seeds_null = 2.5;
+  s.expected_seeds_futility_effect = 2.75;
+  s.expected_seeds_two_sd = 2.25;
+  s.power_two_sd = 0.9;
+  LookRow first{1, 2, 2, {}, "continue", {3}, "", "look 1 at n = 2: continue, adding seed 3"};
+  first.comparisons.push_back({"tiny", "rd", "block", 4096, 1, -0.5, kMissing, kMissing,
+                               std::numeric_limits<double>::infinity(), 0.5, "undefined", 0,
+                               kMissing, kMissing, kMissing});
+  LookRow second{2, 3, 3, {}, "stop", {}, "max seeds reached (3)", "look 2 at n = 3: stop"};
+  second.comparisons.push_back({"s, \"q\"", "x|y", "block", 4096, 3, -0.25, 0.01, -43.3, 4.25, 0,
+                                "efficacy", 2, 3.2e-7, -0.3, -0.2});
+  s.looks = {first, second};
+  s.stopped = true;
+  s.stopped_at_look = 2;
+  s.method = "m";
+  return s;
+}
+
+TEST(RenderSequential, OneSectionInEachFormat) {
+  ReportTables t = BuildTables(MessySweep(), kSeed);
+  t.sequential = TwoLooks();
+  const std::string md = RenderMarkdown(t, "", "no gnuplot");
+  const size_t plots_note = md.find("\n> Plots were not drawn: no gnuplot\n");
+  const size_t section = md.find("\n## Seed policy (sequential design)\n");
+  ASSERT_NE(plots_note, std::string::npos);
+  ASSERT_NE(section, std::string::npos);
+  EXPECT_LT(plots_note, section) << "the section comes last, after the plots note";
+  // The same table syntax, escaping and p-value rule as every other table of report.md.
+  EXPECT_NE(md.find("| look | n | alpha spent | efficacy: stop if abs(t) >= | futility: stop if "
+                    "abs(t) < |\n|---|---|---|---|---|\n| 1 | 2 | 0.01000 | inf | 0.500 |\n"
+                    "| 2 | 3 | 0.05000 | 4.250 | - |\n"),
+            std::string::npos)
+      << md.substr(section);
+  EXPECT_NE(md.find("| 1 | 2 | tiny | rd vs block | 1 | -0.5000 | n/a | undefined | n/a | "
+                    "[n/a, n/a] |\n"),
+            std::string::npos);
+  EXPECT_NE(md.find("| 2 | 3 | s, \"q\" | x\\|y vs block | 3 | -0.2500 | -43.300 | efficacy "
+                    "(look 2) | 3.20e-07 | [-0.3000, -0.2000] |\n"),
+            std::string::npos);
+  EXPECT_NE(md.find("- look 2 at n = 3: stop\n\nThe policy stopped at look 2. Method: m.\n"),
+            std::string::npos);
+
+  const auto csv = RenderCsv(t);
+  ASSERT_TRUE(csv.count("looks.csv"));
+  const auto rows = ParseCsv(csv.at("looks.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows) EXPECT_EQ(row.size(), rows[0].size());
+  EXPECT_EQ(rows[0][9], "mean_delta_nll");
+  EXPECT_EQ(rows[1][10], "") << "NaN is an empty field";
+  EXPECT_EQ(rows[1][12], "inf");
+  EXPECT_EQ(rows[1][19], "3");
+  EXPECT_EQ(rows[2][4], "s, \"q\"");
+  EXPECT_EQ(std::stod(rows[2][16]), 3.2e-7);
+
+  const nlohmann::json j = nlohmann::json::parse(RenderJson(t));
+  const auto& seq = j.at("sequential");
+  EXPECT_EQ(seq["design"]["simulation_seed"], 7) << "uint64 as a JSON number";
+  EXPECT_TRUE(seq["design"]["efficacy_t"][0].is_null()) << "infinity as null";
+  EXPECT_TRUE(seq["looks"][0]["comparisons"][0]["t_statistic"].is_null()) << "NaN as null";
+  EXPECT_EQ(seq["looks"][0]["comparisons"][0]["milestone_tokens"], 4096);
+  EXPECT_EQ(seq["looks"][0]["added_seeds"], nlohmann::json::array({3}));
+  EXPECT_EQ(seq["looks"][1]["comparisons"][0]["adjusted_p"], 3.2e-7);
+  EXPECT_EQ(seq["stopped_at_look"], 2);
+  EXPECT_FALSE(j.contains("description")) << "the look's line is report.md's only";
+}
+
+// One rule per format, over every file of a report with NaN cells, a seed policy and text that
+// needs quoting: CSV lines end in \r\n and NaN is an empty field; JSON has no NaN or Infinity
+// (null) and ends in one \n; Markdown lines end in \n alone.
+TEST(RenderRules, OneRulePerFormatForNaNAndLineEndings) {
+  ReportTables t = BuildTables(MessySweep(), kSeed);
+  t.sequential = TwoLooks();
+  for (const auto& [name, text] : RenderCsv(t)) {
+    ASSERT_FALSE(text.empty()) << name;
+    EXPECT_EQ(text.substr(text.size() - 2), "\r\n") << name;
+    size_t lf = 0, crlf = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] != '\n') continue;
+      ++lf;
+      crlf += i > 0 && text[i - 1] == '\r';
+    }
+    // A quoted field may hold a line break; none of these does.
+    EXPECT_EQ(lf, crlf) << name;
+    EXPECT_EQ(text.find("nan"), std::string::npos) << name;
+    EXPECT_EQ(text.find("NaN"), std::string::npos) << name;
+  }
+  const std::string json = RenderJson(t);
+  EXPECT_EQ(json.find("NaN"), std::string::npos);
+  EXPECT_EQ(json.find("Infinity"), std::string::npos);
+  EXPECT_EQ(json.find('\r'), std::string::npos);
+  EXPECT_EQ(json.back(), '\n');
+  EXPECT_NE(json[json.size() - 2], '\n');
+  const std::string md = RenderMarkdown(t, "plots");
+  EXPECT_EQ(md.find('\r'), std::string::npos);
+  EXPECT_EQ(md.find("nan"), std::string::npos);
+  EXPECT_EQ(md.find("NaN"), std::string::npos);
 }
 
 }  // namespace
