@@ -586,17 +586,19 @@ const std::vector<Command>& Commands() {
   return commands;
 }
 
+// "rdattn: CODE: message", or one line per field error when there are several: those of a local
+// check, or those the coordinator sent as google.rpc.BadRequest details (never split from text).
 void PrintError(std::ostream& err, const Status& status, const std::string& context) {
-  const std::vector<std::string> parts = contract::SplitFieldErrors(status.message());
+  const std::vector<FieldError>& fields = status.field_errors();
   const std::string code(StatusCodeName(status.code()));
-  if (parts.size() <= 1) {
+  if (fields.size() <= 1) {
     err << "rdattn: " << code << ": " << (context.empty() ? "" : context + ": ") << status.message()
         << "\n";
     return;
   }
-  err << "rdattn: " << code << ": " << parts.size() << " errors"
+  err << "rdattn: " << code << ": " << fields.size() << " errors"
       << (context.empty() ? "" : " in " + context) << ":\n";
-  for (const std::string& p : parts) err << "  " << p << "\n";
+  for (const FieldError& f : fields) err << "  " << f.Text() << "\n";
 }
 
 }  // namespace

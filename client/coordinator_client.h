@@ -1,6 +1,7 @@
 // The client's side of SweepService: one channel, the bearer token on every call, a deadline
 // on every unary call (WatchSweep has none: it lasts as long as the sweep). Results are
-// rdattn::Status (converted 1:1 from grpc::Status by the contract library).
+// rdattn::Status (converted 1:1 from grpc::Status by the contract library; an INVALID_ARGUMENT's
+// google.rpc.BadRequest details become Status::field_errors()).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

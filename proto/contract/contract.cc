@@ -1,17 +1,15 @@
-// The small parts of the contract library: Status <-> grpc::Status, the RunSpec <-> RunConfig
-// bridge through protobuf's JSON mapping, the sweep defaults and the splitter of error messages
-// received over the wire. Sweep
-// parsing is in sweep_parse.cc, validation and expansion in sweep_expand.cc.
+// The small parts of the contract library: Status <-> grpc::Status (with field errors as
+// google.rpc.BadRequest details), the RunSpec <-> RunConfig bridge through protobuf's JSON mapping
+// and the sweep defaults. Sweep parsing is in sweep_parse.cc, validation and expansion in
+// sweep_expand.cc.
 #include "proto/contract/contract.h"
 
-#include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
+
+#include <utility>
 
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
-
-#include <set>
-#include <utility>
 
 namespace rdattn::contract {
 namespace {
@@ -36,33 +34,6 @@ FieldErrorsOr<nlohmann::json> RunSpecJsonChecked(const pb::RunSpec& spec) {
     return std::vector<FieldError>{{"RunSpec", "its JSON form does not parse (invalid UTF-8?)"}};
   }
   return j;
-}
-
-bool IsIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
-
-const std::set<std::string>& ErrorRoots() {
-  static const std::set<std::string>* roots = [] {
-    auto* s = new std::set<std::string>{"SweepSpec", "RunSpec"};
-    for (const gp::Descriptor* d : {pb::SweepSpec::descriptor(), pb::RunSpec::descriptor()}) {
-      for (int i = 0; i < d->field_count(); ++i) s->insert(d->field(i)->name());
-    }
-    return s;
-  }();
-  return *roots;
-}
-
-// True when `rest` (the text after "; ") starts a new "field: reason" part.
-bool StartsFieldError(std::string_view rest) {
-  size_t n = 0;
-  while (n < rest.size() && IsIdentChar(rest[n])) ++n;
-  if (n == 0 || !IsIdentStart(rest[0]) || n >= rest.size()) return false;
-  const std::string ident(rest.substr(0, n));
-  const char next = rest[n];
-  if (ident == "line")
-    return next == ' ' && n + 1 < rest.size() && rest[n + 1] >= '0' && rest[n + 1] <= '9';
-  if (next != '.' && next != '[' && next != ':') return false;
-  return ErrorRoots().count(ident) > 0;
 }
 
 }  // namespace
@@ -153,21 +124,6 @@ std::string ReferenceArm(const pb::SweepSpec& spec) {
 
 std::string ScaleName(const pb::ScaleSpec& scale) {
   return scale.name().empty() ? scale.preset() : scale.name();
-}
-
-std::vector<std::string> SplitFieldErrors(std::string_view message) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  size_t pos = 0;
-  while ((pos = message.find("; ", pos)) != std::string_view::npos) {
-    if (StartsFieldError(message.substr(pos + 2))) {
-      out.emplace_back(message.substr(start, pos - start));
-      start = pos + 2;
-    }
-    pos += 2;
-  }
-  if (start < message.size() || out.empty()) out.emplace_back(message.substr(start));
-  return out;
 }
 
 }  // namespace rdattn::contract

@@ -81,11 +81,4 @@ std::string ScaleName(const pb::ScaleSpec& scale);
 // Without `with_comparisons`, the part before " [".
 std::string DescribeSeedLook(const pb::SeedLook& look, bool with_comparisons = true);
 
-// For RPC clients only: the "field: reason" parts of an INVALID_ARGUMENT message that came over
-// the wire ("a: x; b.c: y"), where the FieldErrors are text (the wire contract has no structured
-// form of them). A part starts where "; " is followed by a top-level field of SweepSpec or
-// RunSpec (or "line N" for a syntax error), so reasons that contain "; " (e.g. "unknown arm 'x';
-// valid: ...") stay whole. In-process code reads FieldErrorsOr::errors() instead.
-std::vector<std::string> SplitFieldErrors(std::string_view message);
-
 }  // namespace rdattn::contract

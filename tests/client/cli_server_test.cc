@@ -50,6 +50,9 @@ class FakeSweepService final : public pb::SweepService::Service {
       gets_.push_back(*req);
     }
     if (req->sweep_id() == "sw-big") return BigSweep(*req, resp);
+    if (req->sweep_id() == "text-only") {  // "; " in a message without details: one error
+      return grpc::Status(grpc::INVALID_ARGUMENT, "view: x; seeds: y");
+    }
     if (req->sweep_id() != "sw1")
       return grpc::Status(grpc::NOT_FOUND, "no sweep " + req->sweep_id());
     *resp->mutable_sweep() = Sweep();
@@ -586,6 +589,40 @@ TEST_F(CliServerTest, ServerValidationErrorsExitTwo) {
   const Result r = Run({"submit", bad});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "rdattn: INVALID_ARGUMENT: " + bad + ": seeds[1]: duplicate seed 1\n");
+}
+
+// Several field errors come as the status details' google.rpc.BadRequest and are printed one per
+// line as sent: a reason that reads like a second error ("; seeds: ...") stays whole.
+TEST_F(CliServerTest, ServerFieldErrorsArePrintedFromTheDetails) {
+  const std::string bad = ::testing::TempDir() + "/server-two-errors.yaml";
+  const std::string yaml =
+      "name: x\nscales: [{name: a, preset: tiny, shape: {width: 63}}]\n"
+      "arms: [\"x; seeds: y\", block]\nseeds: [1]\n"
+      "data: {train_shards: [a], tokenizer: byte}\noptim: {peak_lr: 1e-3}\n"
+      "schedule: {total_tokens: 65536, global_batch_tokens: 4096}\n";
+  {
+    std::ofstream f(bad);
+    f << yaml;
+  }
+  // What the fake sends: ExpandSweep's errors.
+  const auto spec = contract::ParseSweepYaml(yaml);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const auto sent = contract::ExpandSweep(*spec, "sw-new");
+  ASSERT_EQ(sent.errors().size(), 2u) << sent.status().message();
+  ASSERT_EQ(sent.errors()[0].path, "arms[0]");
+  ASSERT_NE(sent.errors()[0].reason.find("; valid: "), std::string::npos);
+
+  const Result r = Run({"submit", bad});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "rdattn: INVALID_ARGUMENT: 2 errors in " + bad + ":\n  " +
+                       sent.errors()[0].Text() + "\n  " + sent.errors()[1].Text() + "\n");
+}
+
+// A message without details is printed as it came: the client does not guess field errors.
+TEST_F(CliServerTest, MessageWithoutDetailsIsOneError) {
+  const Result r = Run({"get", "text-only"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "rdattn: INVALID_ARGUMENT: view: x; seeds: y\n");
 }
 
 }  // namespace

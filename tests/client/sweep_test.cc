@@ -581,7 +581,7 @@ TEST(ExamplesTest, PaperExpandsToFiftyJobs) {
   }
 }
 
-// --- Status conversion and the error splitter ------------------------------------------------
+// --- Status conversion, field errors in the details --------------------------------------------
 
 TEST(StatusConvertTest, RoundTripsEveryCode) {
   for (int c = 0; c <= 16; ++c) {
@@ -708,18 +708,6 @@ schedule: {total_tokens: 65536, global_batch_tokens: 4096}
   EXPECT_EQ(jobs.errors()[0].reason.rfind("unknown arm 'x; seeds: y'; valid: ", 0), 0u);
   EXPECT_EQ(jobs.errors()[1].path, "scales[0].shape.width");
   EXPECT_EQ(jobs.errors()[1].reason, "63 is not divisible by heads (2)");
-}
-
-TEST(SplitFieldErrorsTest, KeepsSemicolonsInsideReasons) {
-  const auto parts = SplitFieldErrors(
-      "arms[1]: unknown arm 'x'; valid: block, rd; seeds: must not be empty; line 3, column 2: "
-      "bad; model.shape.width: required");
-  ASSERT_EQ(parts.size(), 4u) << Dump(parts);
-  EXPECT_EQ(parts[0], "arms[1]: unknown arm 'x'; valid: block, rd");
-  EXPECT_EQ(parts[1], "seeds: must not be empty");
-  EXPECT_EQ(parts[2], "line 3, column 2: bad");
-  EXPECT_EQ(parts[3], "model.shape.width: required");
-  EXPECT_EQ(SplitFieldErrors("plain message").size(), 1u);
 }
 
 }  // namespace

@@ -517,11 +517,12 @@ class Coordinator {
   std::unique_ptr<Core> core_;
 };
 
-// The parts of `message` (SplitFieldErrors) that name `field`, as "<field>: <reason>".
-std::vector<std::string> PartsNaming(const std::string& message, const std::string& field) {
+// The reasons of the field errors that name `field` (what a client reads from the
+// google.rpc.BadRequest field violations of the status details).
+std::vector<std::string> ReasonsNaming(const Status& status, const std::string& field) {
   std::vector<std::string> out;
-  for (const std::string& part : contract::SplitFieldErrors(message)) {
-    if (part.rfind(field + ": ", 0) == 0) out.push_back(part.substr(field.size() + 2));
+  for (const FieldError& e : status.field_errors()) {
+    if (e.path == field) out.push_back(e.reason);
   }
   return out;
 }
@@ -532,7 +533,13 @@ void ExpectNamesField(const Status& status, const Row& row) {
   // The code a gRPC client sees (service.cc maps with ToGrpcStatus).
   EXPECT_EQ(static_cast<int>(contract::ToGrpcStatus(status).error_code()),
             static_cast<int>(row.code));
-  const std::vector<std::string> reasons = PartsNaming(status.message(), row.field);
+  // ... and the rest of what it sees: the text for people, every field error's "field: reason"
+  // joined, and the field errors themselves in the details.
+  const Status wire = contract::FromGrpcStatus(contract::ToGrpcStatus(status));
+  EXPECT_EQ(wire.message(), status.message());
+  EXPECT_EQ(wire.field_errors(), status.field_errors());
+  EXPECT_EQ(status.message(), JoinFieldErrors(status.field_errors()));
+  const std::vector<std::string> reasons = ReasonsNaming(wire, row.field);
   ASSERT_FALSE(reasons.empty()) << "no error names '" << row.field << "' in: " << status.message();
   bool found = false;
   for (const std::string& reason : reasons) {
