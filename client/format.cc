@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/number_format.h"
 #include "common/strings.h"
 #include "proto/contract/contract.h"
 
@@ -35,12 +36,8 @@ std::string Percent(double fraction, int digits) {
   return Fixed(100.0 * fraction, digits) + "%";
 }
 
-// p-values: three decimals, or scientific below 0.001.
-std::string PValue(double p) {
-  if (!std::isfinite(p)) return "-";
-  if (p > 0 && p < 0.001) return Printf("%.1e", p);
-  return Fixed(p, 3);
-}
+// p-values by report.md's rule (common/number_format.h); "-" when undefined.
+std::string PValue(double p) { return numfmt::PValue(p, "-"); }
 
 std::string SignedFixed(double v, int digits) {
   if (!std::isfinite(v)) return "-";

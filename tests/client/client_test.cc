@@ -327,7 +327,9 @@ TEST(FormatTest, ReportTable) {
   EXPECT_NE(text.find("-0.0250"), std::string::npos) << text;
   EXPECT_NE(text.find("-2.47%"), std::string::npos) << text;
   EXPECT_NE(text.find("5/5"), std::string::npos) << text;
-  EXPECT_NE(text.find("2.0e-04"), std::string::npos) << text;
+  // p-values by report.md's rule (common/number_format.h): 0.0002 -> "0.0002" (was "2.0e-04").
+  EXPECT_NE(text.find("0.0625"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.0002"), std::string::npos) << text;
   EXPECT_NE(text.find("tied*"), std::string::npos) << text;
   EXPECT_NE(text.find("M seed 3 rd: job FAILED: out of memory"), std::string::npos) << text;
 }
