@@ -8,8 +8,6 @@
 
 #include "common/log.h"
 
-#include "worker/daemon/wait.h"
-
 namespace rdattn::worker {
 
 StatusOr<pb::MetricEvent> ParseEventLine(std::string_view line) {
@@ -23,7 +21,10 @@ StatusOr<pb::MetricEvent> ParseEventLine(std::string_view line) {
 }
 
 EventRelay::EventRelay(Options options, CoordinatorClient* client)
-    : options_(std::move(options)), client_(client), tailer_(options_.events_path) {}
+    : options_(std::move(options)),
+      client_(client),
+      tailer_(options_.events_path),
+      backoff_(options_.poll_interval, options_.max_backoff) {}
 
 EventRelay::~EventRelay() {
   Abandon();
@@ -223,7 +224,7 @@ void EventRelay::CloseStream() {
     Acknowledge(std::max<uint64_t>(result->last_seq(), sent_seq_));
     if (failures_ > 0) RDATTN_LOG(kInfo).Job(options_.job_id) << "event stream recovered";
     failures_ = 0;
-    backoff_ = std::chrono::milliseconds(0);
+    backoff_.Reset();
     next_open_ = now;
     return;
   }
@@ -244,8 +245,7 @@ void EventRelay::CloseStream() {
         << "event stream failed (will resend from seq " << sent_seq_ + 1
         << "): " << result.status().ToString();
   }
-  backoff_ = std::clamp(backoff_ * 2, options_.poll_interval, options_.max_backoff);
-  next_open_ = now + backoff_;
+  next_open_ = now + backoff_.Next();
 }
 
 }  // namespace rdattn::worker

@@ -24,6 +24,7 @@
 #include "rdattn/v1/run_spec.pb.h"
 #include "worker/daemon/coordinator_client.h"
 #include "worker/daemon/event_tailer.h"
+#include "worker/daemon/wait.h"
 
 namespace rdattn::worker {
 
@@ -107,7 +108,7 @@ class EventRelay {
   Clock::time_point stream_opened_{};
   Clock::time_point last_write_{};
   Clock::time_point next_open_{};
-  std::chrono::milliseconds backoff_{0};
+  Backoff backoff_;        // between a failed stream and the next open
   uint64_t sent_seq_ = 0;  // highest seq written on the current stream (or acknowledged)
   bool refused_ = false;   // ABORTED: the coordinator does not accept this lease's events
   int64_t failures_ = 0;   // consecutive failed streams (for logging)

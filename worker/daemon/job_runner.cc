@@ -476,7 +476,7 @@ void JobRunner::Run() {
 
 void JobRunner::Complete(const pb::CompleteJobRequest& request) {
   const auto deadline = Clock::now() + options_.complete_timeout;
-  auto backoff = std::chrono::milliseconds(500);
+  Backoff backoff(std::chrono::milliseconds(500), std::chrono::milliseconds(5000));
   StopReason reason;
   std::string why;
   if (options_.metrics != nullptr) {
@@ -509,17 +509,16 @@ void JobRunner::Complete(const pb::CompleteJobRequest& request) {
           << (response->will_retry() ? ", will retry" : "");
       break;
     }
-    if (!Retryable(response.status().code()) || Clock::now() + backoff >= deadline) {
+    if (!Retryable(response.status().code()) || Clock::now() + backoff.Peek() >= deadline) {
       RDATTN_LOG(kWarning).Job(job_id())
           << AttemptName(lease_) << ": CompleteJob " << pb::JobOutcome_Name(request.outcome())
           << " failed: " << response.status().ToString();
       break;
     }
     absl::MutexLock lock(&mu_);
-    const auto wait_end = Clock::now() + backoff;
+    const auto wait_end = Clock::now() + backoff.Next();
     while (stop_reason_ != StopReason::kLeaseLost && WaitUntil(cv_, mu_, wait_end)) {
     }
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
   {
     absl::MutexLock lock(&mu_);

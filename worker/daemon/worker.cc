@@ -32,6 +32,9 @@ void SetDuration(std::chrono::milliseconds ms, google::protobuf::Duration* d) {
   d->set_nanos(static_cast<int32_t>((ms.count() % 1000) * 1000000));
 }
 
+// The first wait after a failed RegisterWorker or LeaseJob (then doubling to max_backoff).
+constexpr std::chrono::milliseconds kFirstRetry{500};
+
 bool IsConfigError(StatusCode code) {
   return code == StatusCode::kUnauthenticated || code == StatusCode::kPermissionDenied ||
          code == StatusCode::kInvalidArgument;
@@ -95,7 +98,7 @@ Status Worker::LoadWorkerId() {
 }
 
 Status Worker::Register() {
-  auto backoff = std::chrono::milliseconds(500);
+  Backoff backoff(kFirstRetry, options_.max_backoff);
   for (int failures = 0;; ++failures) {
     pb::RegisterWorkerRequest request;
     request.set_worker_id(worker_id());
@@ -140,8 +143,7 @@ Status Worker::Register() {
     if (failures % 10 == 0) {
       log::Warning("RegisterWorker: " + response.status().ToString() + " (retrying)");
     }
-    if (!SleepFor(backoff)) return CancelledError("shutting down");
-    backoff = std::min(backoff * 2, options_.max_backoff);
+    if (!SleepFor(backoff.Next())) return CancelledError("shutting down");
   }
 }
 
@@ -151,9 +153,11 @@ bool Worker::Unhealthy() const {
 }
 
 bool Worker::ProbeUntilHealthy() {
-  auto delay = std::max(options_.health_probe_min, std::chrono::milliseconds(1));
+  // worker_main checks health_probe_max >= health_probe_min.
+  Backoff backoff(std::max(options_.health_probe_min, std::chrono::milliseconds(1)),
+                  std::max(options_.health_probe_max, options_.health_probe_min));
   for (int probes = 1;; ++probes) {
-    if (!SleepFor(delay)) return false;
+    if (!SleepFor(backoff.Next())) return false;
     Status probe = ProbeWritable(options_.workdir);
     if (probe.ok() && !options_.checkpoint_root.empty())
       probe = ProbeWritable(options_.checkpoint_root);
@@ -169,10 +173,8 @@ bool Worker::ProbeUntilHealthy() {
     }
     if (probes == 1 || probes % 10 == 0) {
       log::Warning("still unhealthy: " + probe.ToString() + " (probe " + std::to_string(probes) +
-                   "; next in " +
-                   std::to_string(std::min(delay * 2, options_.health_probe_max).count()) + " ms)");
+                   "; next in " + std::to_string(backoff.Peek().count()) + " ms)");
     }
-    delay = std::min(delay * 2, std::max(options_.health_probe_max, options_.health_probe_min));
   }
 }
 
@@ -264,7 +266,7 @@ Status Worker::Run() {
 
 void Worker::LeaseLoop() {
   auto idle_since = Clock::now();
-  auto backoff = std::chrono::milliseconds(500);
+  Backoff backoff(kFirstRetry, options_.max_backoff);
   int failures = 0;
   while (true) {
     ReapFinished();
@@ -330,13 +332,12 @@ void Worker::LeaseLoop() {
       }
       if (failures++ % 10 == 0)
         log::Warning("LeaseJob: " + response.status().ToString() + " (retrying)");
-      if (!SleepFor(backoff)) return;
-      backoff = std::min(backoff * 2, options_.max_backoff);
+      if (!SleepFor(backoff.Next())) return;
       continue;
     }
     if (failures > 0) log::Info("LeaseJob: the coordinator answers again");
     failures = 0;
-    backoff = std::chrono::milliseconds(500);
+    backoff.Reset();
     if (!response->has_job() || response->lease_id().empty()) continue;
     StartJob(std::move(response).value());
   }
