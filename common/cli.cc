@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 
 namespace rdattn::cli {
 
@@ -165,6 +166,40 @@ CLI::Validator NonNegativeNumber() {
         return std::string();
       },
       "NONNEGATIVE");
+}
+
+CLI::Validator NumberWhere(std::function<bool(double)> ok, const std::string& rule) {
+  return CLI::Validator(
+      [ok = std::move(ok), rule](const std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || !ok(v)) return rule;
+        return std::string();
+      },
+      "");  // no tag: --help shows the option's own type
+}
+
+CLI::Validator OneOf(std::vector<std::string> names) {
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
+  return CLI::Validator(
+      [names = std::move(names), list](const std::string& text) -> std::string {
+        for (const std::string& n : names) {
+          if (text == n) return std::string();
+        }
+        return "expected " + list + ", got '" + text + "'";
+      },
+      "");
+}
+
+void CheckAfterParse(CLI::App* app, std::function<std::string()> check) {
+  app->final_callback([check = std::move(check)] {
+    const std::string message = check();
+    if (!message.empty()) throw CLI::ValidationError(message);
+  });
 }
 
 }  // namespace rdattn::cli

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -56,5 +57,18 @@ CLI::Validator PositiveInteger();
 
 // A finite number >= 0 ("--min-ms: '-1' is not a number >= 0").
 CLI::Validator NonNegativeNumber();
+
+// A finite number for which `ok` holds, else the usage error "--flag: <rule>" ("--lease-seconds:
+// must be > 0"). For integer and floating-point options alike (CLI11 then converts the text).
+CLI::Validator NumberWhere(std::function<bool(double)> ok, const std::string& rule);
+
+// One of `names`, else "--flag: expected a, b or c, got 'x'".
+CLI::Validator OneOf(std::vector<std::string> names);
+
+// A check of several flags together (or one whose message does not read "--flag: reason"): CLI11
+// runs `check` once `app` is parsed, after its options' validators and ->required(); a non-empty
+// result is the usage error's whole message. One per app or subcommand (it is the app's final
+// callback).
+void CheckAfterParse(CLI::App* app, std::function<std::string()> check);
 
 }  // namespace rdattn::cli

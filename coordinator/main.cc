@@ -64,32 +64,43 @@ struct Flags {
   std::string report_temp_dir;
 };
 
+// Each flag's check is its CLI11 validator; the flags checked together are in CheckAfterParse.
 void AddFlags(CLI::App& app, Flags& f) {
+  using cli::NumberWhere;
+  const CLI::Validator positive = NumberWhere([](double v) { return v > 0; }, "must be > 0");
   app.add_option("--listen", f.listen, "host:port to serve on; port 0 picks a free port");
   app.add_option("--db", f.db,
                  "SQLite database file (created if missing; WAL mode). One coordinator per file: "
                  "FILE.lock is held while it runs");
   app.add_option("--store-sync", f.store_sync,
                  "full: fsync the WAL before acknowledging a write (survives a power loss); "
-                 "normal: do not (faster; only to measure the cost)");
+                 "normal: do not (faster; only to measure the cost)")
+      ->check(cli::OneOf({"full", "normal"}));
   app.add_option("--lease-seconds", f.lease_seconds,
-                 "lease lifetime without a heartbeat renewal (> 0)");
+                 "lease lifetime without a heartbeat renewal (> 0)")
+      ->check(positive);
   app.add_option("--heartbeat-seconds", f.heartbeat_seconds,
-                 "heartbeat interval told to workers (> 0)");
+                 "heartbeat interval told to workers (> 0)")
+      ->check(positive);
   app.add_option("--restart-grace-seconds", f.restart_grace_seconds,
                  "after start, no lease expires for this long (workers reconnect first); -1: "
-                 "--lease-seconds");
+                 "--lease-seconds")
+      ->check(
+          NumberWhere([](double v) { return v >= -1; }, "must be >= 0 (or -1: the lease time)"));
   app.add_option("--max-attempts", f.max_attempts,
-                 "attempts per job for sweeps that leave max_attempts at 0 (> 0)");
+                 "attempts per job for sweeps that leave max_attempts at 0 (> 0)")
+      ->check(positive);
   app.add_option("--retry-backoff-base-seconds", f.retry_backoff_base_seconds,
                  "after a failed attempt a job waits min(cap, base * 2^(failures-1)), jittered "
-                 "into [d/2, d], before it is leased again (>= 0; 0: no backoff)");
+                 "into [d/2, d], before it is leased again (>= 0; 0: no backoff)")
+      ->check(NumberWhere([](double v) { return v >= 0 && v <= 86400; }, "must be in [0, 86400]"));
   app.add_option("--retry-backoff-cap-seconds", f.retry_backoff_cap_seconds,
                  "the longest retry backoff (>= --retry-backoff-base-seconds)");
   app.add_option("--machine-failure-factor", f.machine_failure_factor,
                  "machine failures (a worker could not run the job: full disk, I/O error) do not "
                  "count against max_attempts; a job ends FAILED after this many times max_attempts "
-                 "of them (> 0)");
+                 "of them (> 0)")
+      ->check(NumberWhere([](double v) { return v >= 1 && v <= 1000; }, "must be in [1, 1000]"));
   app.add_option("--tokens-file", f.tokens_file,
                  "bearer tokens, lines 'TOKEN ROLE NAME' (roles researcher|worker|admin); "
                  "empty: authentication OFF");
@@ -98,28 +109,37 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert");
   app.add_option("--max-message-bytes", f.max_message_bytes,
                  "largest request message accepted, in bytes (>= 1024); a bigger one is refused "
-                 "with RESOURCE_EXHAUSTED");
+                 "with RESOURCE_EXHAUSTED")
+      ->check(NumberWhere([](double v) { return v >= 1024; }, "must be >= 1024"));
   app.add_option("--shutdown-grace-seconds", f.shutdown_grace_seconds,
                  "on SIGTERM/SIGINT: time in-flight calls get to finish");
   app.add_option("--metrics-listen", f.metrics_listen,
                  "host:port to serve Prometheus metrics on at /metrics; port 0 picks a free port; "
                  "empty: no metrics");
   app.add_option("--metrics-retention", f.metrics_retention,
-                 "seconds a terminal sweep keeps its rdattn_sweep_jobs series (>= 0)");
+                 "seconds a terminal sweep keeps its rdattn_sweep_jobs series (>= 0)")
+      ->check(NumberWhere([](double v) { return v >= 0; }, "must be >= 0"));
   app.add_option("--gnuplot", f.gnuplot,
                  "gnuplot executable for GetReport's plots: a path, or a name looked up in PATH "
                  "once at startup; empty: reports have no plots");
   app.add_option("--report-temp-dir", f.report_temp_dir,
                  "folder under which GetReport draws its plots (a private subfolder per report, "
                  "removed afterwards); empty: $TMPDIR, else /tmp");
+  cli::CheckAfterParse(&app, [&f]() -> std::string {
+    if (!(f.retry_backoff_cap_seconds >= f.retry_backoff_base_seconds &&
+          f.retry_backoff_cap_seconds <= 86400)) {
+      return "--retry-backoff-cap-seconds: must be in [--retry-backoff-base-seconds, 86400]";
+    }
+    if (f.tls_cert.empty() != f.tls_key.empty()) {
+      return "--tls-cert and --tls-key must be given together";
+    }
+    return "";
+  });
 }
 
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const std::string& cert,
                                                                const std::string& key) {
-  if (cert.empty() && key.empty()) return std::shared_ptr<grpc::ServerCredentials>();
-  if (cert.empty() || key.empty()) {
-    return InvalidArgumentError("--tls-cert and --tls-key must be given together");
-  }
+  if (cert.empty()) return std::shared_ptr<grpc::ServerCredentials>();  // (and key: a check)
   StatusOr<std::string> cert_pem = ReadFile(cert);
   if (!cert_pem.ok()) return cert_pem.status().WithPrefix("--tls-cert");
   StatusOr<std::string> key_pem = ReadFile(key);
@@ -192,32 +212,17 @@ int main(int argc, char** argv) {
   Flags flags;
   AddFlags(app, flags);
   if (const int code = cli::Parse(app, argc, argv, kExitUsage); code >= 0) return code;
-  auto usage = [&app](const std::string& message) { return cli::Usage(app, message, kExitUsage); };
 
   log::SetComponent("rdattn-coordinator");
 
   const int lease_s = flags.lease_seconds;
   const int heartbeat_s = flags.heartbeat_seconds;
-  if (lease_s <= 0) return usage("--lease-seconds: must be > 0");
-  if (heartbeat_s <= 0) return usage("--heartbeat-seconds: must be > 0");
   if (heartbeat_s >= lease_s) {
     RDATTN_LOG(kWarning) << "--heartbeat-seconds " << heartbeat_s << " >= --lease-seconds "
                          << lease_s << ": leases will expire between heartbeats";
   }
-  if (flags.max_attempts <= 0) return usage("--max-attempts: must be > 0");
-  if (!(flags.retry_backoff_base_seconds >= 0 && flags.retry_backoff_base_seconds <= 86400))
-    return usage("--retry-backoff-base-seconds: must be in [0, 86400]");
-  if (!(flags.retry_backoff_cap_seconds >= flags.retry_backoff_base_seconds &&
-        flags.retry_backoff_cap_seconds <= 86400))
-    return usage("--retry-backoff-cap-seconds: must be in [--retry-backoff-base-seconds, 86400]");
-  if (flags.machine_failure_factor <= 0 || flags.machine_failure_factor > 1000)
-    return usage("--machine-failure-factor: must be in [1, 1000]");
   const int metrics_retention_s = flags.metrics_retention;
-  if (metrics_retention_s < 0) return usage("--metrics-retention: must be >= 0");
   const std::string& metrics_listen = flags.metrics_listen;
-  if (flags.max_message_bytes < 1024) return usage("--max-message-bytes: must be >= 1024");
-  if (flags.restart_grace_seconds < -1)
-    return usage("--restart-grace-seconds: must be >= 0 (or -1: the lease time)");
 
   Authenticator auth;
   const std::string tokens_file = flags.tokens_file;
@@ -235,9 +240,6 @@ int main(int argc, char** argv) {
   if (!creds.ok()) return Fail(creds.status());
 
   const std::string db_path = flags.db;
-  if (flags.store_sync != "full" && flags.store_sync != "normal") {
-    return usage("--store-sync: expected full or normal, got '" + flags.store_sync + "'");
-  }
   // One coordinator per store (docs/operations.md, "One coordinator per store"): the lock is
   // taken before the file is opened and held until the process exits.
   std::unique_ptr<FileLock> store_lock;

@@ -199,5 +199,48 @@ TEST(CommonCliTest, NumberValidatorsNameTheValue) {
   }
 }
 
+TEST(CommonCliTest, NumberWhereOneOfAndChecksAfterParse) {
+  const CLI::Validator positive = NumberWhere([](double v) { return v > 0; }, "must be > 0");
+  for (const char* good : {"1", "0.5", "86400"}) {
+    std::string text = good;
+    EXPECT_EQ(positive(text), "") << good;
+  }
+  for (const char* bad : {"0", "-1", "x", "", "nan", "inf", "1e999"}) {
+    std::string text = bad;
+    EXPECT_EQ(positive(text), "must be > 0") << bad;
+  }
+  const CLI::Validator sync = OneOf({"full", "normal"});
+  std::string full = "full", other = "fast";
+  EXPECT_EQ(sync(full), "");
+  EXPECT_EQ(sync(other), "expected full or normal, got 'fast'");
+  std::string three = "c";
+  EXPECT_EQ(OneOf({"a", "b", "d"})(three), "expected a, b or d, got 'c'");
+
+  // On the command line: "--flag: rule" from a validator; a check's message as it is, after the
+  // required flags and only when the parse got that far.
+  int lease = 60;
+  double base = 2, cap = 300, need = 0;
+  CLI::App app("test", "prog");
+  rdattn::cli::Setup(app);
+  app.add_option("--lease", lease)->check(positive);
+  app.add_option("--base", base);
+  app.add_option("--cap", cap);
+  app.add_option("--need", need)->required();
+  CheckAfterParse(&app, [&] { return cap >= base ? "" : "--cap: must be >= --base"; });
+  auto run = [&app](std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::ostringstream out, err;
+    const int code = Parse(app, args, 2, out, err);
+    return std::make_pair(code, err.str());
+  };
+  EXPECT_EQ(run({"--lease", "0", "--need", "1"}).second,
+            "prog: --lease: must be > 0 (see --help)\n");
+  EXPECT_EQ(run({"--cap", "1", "--base", "3"}).second, "prog: --need is required (see --help)\n");
+  EXPECT_EQ(run({"--cap", "1", "--base", "3", "--need", "0"}).second,
+            "prog: --cap: must be >= --base (see --help)\n");
+  const auto fine = run({"--cap", "5", "--base", "3", "--need", "4"});
+  EXPECT_EQ(fine.first, -1) << fine.second;
+}
+
 }  // namespace
 }  // namespace rdattn::cli
