@@ -19,7 +19,7 @@ inline constexpr const char* kPlotDeltaVsTokens = "delta_vs_tokens.png";
 // Writes the plot data (*.dat) and one gnuplot script per plot (nll_vs_tokens.gp,
 // delta_last_milestone.gp, js_by_layer.gp, delta_vs_tokens.gp; each writes <name>.png next to it
 // with the pngcairo terminal) into out_dir, creating it. Old *.dat, *.gp and *.png files in
-// out_dir are removed first: give it a folder of its own (WriteReportFiles uses DIR/plots).
+// out_dir are removed first: give it a folder of its own (BuildReport uses a temporary DIR/plots).
 Status WriteGnuplotScripts(const ReportTables& tables, const std::string& out_dir);
 // The gnuplot executable as an absolute path: `name_or_path` itself when it holds a '/' (and is
 // executable), else the first match in $PATH. FAILED_PRECONDITION "\"NAME\" not found; install

@@ -1,14 +1,14 @@
 // The report's text renderers: ReportTables (tables.h) as report.md, one CSV per table and
-// report.json, each in its own file (render_markdown.cc, render_csv.cc, render_json.cc), and
-// WriteReportFiles (render_files.cc), which writes one format into a folder, drawing the plots
-// (plots.h) for "md". They only read the tables. Nothing here knows protobuf or gRPC.
+// report.json, each in its own file (render_markdown.cc, render_csv.cc, render_json.cc). They
+// only read the tables. Nothing here knows protobuf or gRPC. The coordinator's BuildReport
+// (coordinator/report.h) calls them and the plots (plots.h) and returns the files;
+// `rdattn report --out DIR` writes what it returns.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "coordinator/stats/tables.h"
 
 namespace rdattn::stats {
@@ -20,20 +20,10 @@ std::string RenderMarkdown(const ReportTables& tables, const std::string& plots_
                            const std::string& plots_missing = "");
 // One CSV per table (RFC 4180, header row first, NaN as an empty field): file name -> content.
 // nll.csv, paired.csv, paired_seeds.csv, controls.csv, trend.csv, trend_seeds.csv, depth.csv,
-// depth_layers.csv, cost.csv, cost_pairs.csv, cost_excluded.csv, missing.csv.
+// depth_layers.csv, cost.csv, cost_pairs.csv, cost_excluded.csv, missing.csv, and looks.csv
+// when the tables have a seed policy.
 std::map<std::string, std::string> RenderCsv(const ReportTables& tables);
 // The whole report as one JSON document (NaN as null), pretty-printed.
 std::string RenderJson(const ReportTables& tables);
-
-// `rdattn report --format md|csv|json --out DIR`: writes report.md (+ plots/ with data, scripts
-// and PNGs), the CSV files, or report.json into out_dir. A plot failure does not fail "md": the
-// markdown says the plots are missing and why, and `warnings` carries the error.
-struct WrittenReport {
-  std::vector<std::string> files;  // paths written (out_dir/...)
-  std::vector<std::string> warnings;
-};
-StatusOr<WrittenReport> WriteReportFiles(const ReportTables& tables, const std::string& out_dir,
-                                         const std::string& format,
-                                         const std::string& gnuplot_binary = "gnuplot");
 
 }  // namespace rdattn::stats

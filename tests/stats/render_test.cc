@@ -742,18 +742,15 @@ void ExpectThreePngs(const fs::path& dir) {
 TEST(Gnuplot, DrawsTheThreePlots) {
   TempDir dir("paper");
   const ReportTables t = BuildTables(PaperSweep(), kSeed);
-  auto written = WriteReportFiles(t, dir.path().string(), "md");
-  ASSERT_TRUE(written.ok()) << written.status().ToString();
-  EXPECT_TRUE(written->warnings.empty());
   const fs::path plots = dir.path() / "plots";
+  ASSERT_TRUE(WriteGnuplotScripts(t, plots.string()).ok());
+  const Status ran = RunGnuplot(plots.string());
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
   ExpectThreePngs(plots);
   EXPECT_TRUE(fs::exists(plots / "nll_vs_tokens.gp"));
   EXPECT_TRUE(fs::exists(plots / "delta_last_milestone_seeds.dat"));
   EXPECT_TRUE(fs::exists(plots / "js_by_layer_s0_a0.dat"));
-  std::ifstream md(dir.path() / "report.md");
-  std::stringstream text;
-  text << md.rdbuf();
-  EXPECT_NE(text.str().find("](plots/js_by_layer.png)"), std::string::npos);
+  EXPECT_NE(RenderMarkdown(t, "plots").find("](plots/js_by_layer.png)"), std::string::npos);
 }
 
 TEST(Gnuplot, MessyAndEmptyReportsStillDraw) {
@@ -795,32 +792,12 @@ TEST(Gnuplot, ErrorsNameTheScript) {
   EXPECT_NE(broken.message().find("broken.gp"), std::string::npos) << broken.message();
   EXPECT_NE(broken.message().find("no_such_file.dat"), std::string::npos) << broken.message();
 
-  // A plot failure does not fail the markdown report: it says so instead.
-  TempDir md_dir("md_no_gnuplot");
-  auto written = WriteReportFiles(BuildTables(PaperSweep(), kSeed), md_dir.path().string(), "md",
-                                  "/nonexistent/gnuplot");
-  ASSERT_TRUE(written.ok());
-  ASSERT_EQ(written->warnings.size(), 1u);
-  std::ifstream md(md_dir.path() / "report.md");
-  std::stringstream text;
-  text << md.rdbuf();
-  EXPECT_NE(text.str().find("Plots were not drawn"), std::string::npos);
-  EXPECT_EQ(text.str().find("](plots/"), std::string::npos);
-}
-
-TEST(WriteReportFiles, CsvAndJsonAndBadFormat) {
-  TempDir dir("formats");
-  const ReportTables t = BuildTables(PaperSweep(), kSeed);
-  auto csv = WriteReportFiles(t, (dir.path() / "csv").string(), "csv");
-  ASSERT_TRUE(csv.ok());
-  EXPECT_EQ(csv->files.size(), 12u);
-  EXPECT_TRUE(fs::exists(dir.path() / "csv" / "paired.csv"));
-  auto json = WriteReportFiles(t, (dir.path() / "json").string(), "json");
-  ASSERT_TRUE(json.ok());
-  std::ifstream in(dir.path() / "json" / "report.json");
-  EXPECT_EQ(nlohmann::json::parse(in)["sweep_name"], "paper-S");
-  auto bad = WriteReportFiles(t, dir.path().string(), "pdf");
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  // A plot failure does not fail the markdown report: it says so instead (BuildReport passes
+  // the error; tests/coordinator/report_test.cc runs it with a missing gnuplot).
+  const std::string md = RenderMarkdown(BuildTables(PaperSweep(), kSeed), "",
+                                        "FAILED_PRECONDITION: " + missing.message());
+  EXPECT_NE(md.find("\n> Plots were not drawn: FAILED_PRECONDITION: "), std::string::npos);
+  EXPECT_EQ(md.find("](plots/"), std::string::npos);
 }
 
 // ---- The sequential section and one rule per format ----------------------------------------
