@@ -1,7 +1,9 @@
-// Domain <-> rdattn.v1 enum and time conversions.
+// Domain <-> rdattn.v1 enum and time conversions; stored rows -> status messages.
 #include "coordinator/proto_convert.h"
 
 #include <string>
+
+#include "coordinator/store.h"
 
 namespace rdattn::coordinator {
 
@@ -121,6 +123,32 @@ void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+pb::JobCounts ToProto(const SweepFacts& facts) {
+  pb::JobCounts c;
+  c.set_total(facts.total);
+  c.set_pending(facts.pending);
+  c.set_leased(facts.leased);
+  c.set_running(facts.running);
+  c.set_succeeded(facts.succeeded);
+  c.set_failed(facts.failed);
+  c.set_cancelled(facts.cancelled);
+  return c;
+}
+
+pb::SweepStatus ToProto(const SweepRow& row, const SweepFacts& facts, int64_t last_event_seq) {
+  pb::SweepStatus out;
+  out.set_sweep_id(row.id);
+  *out.mutable_spec() = row.spec;
+  out.set_state(ToProto(row.state));
+  out.set_message(row.message);
+  SetTimestamp(row.create_us, out.mutable_create_time());
+  SetTimestamp(row.update_us, out.mutable_update_time());
+  if (row.end_us != 0) SetTimestamp(row.end_us, out.mutable_end_time());
+  *out.mutable_job_counts() = ToProto(facts);
+  out.set_last_event_seq(static_cast<uint64_t>(last_event_seq));
+  return out;
 }
 
 }  // namespace rdattn::coordinator

@@ -1,5 +1,6 @@
-// Domain enums (job_state_machine.h, scheduler.h) <-> their rdattn.v1 counterparts, and the
-// time conversions the store and the services share. The store persists the proto numbers.
+// Domain enums (job_state_machine.h, scheduler.h) <-> their rdattn.v1 counterparts, the time
+// conversions the store and the services share, and stored rows -> their rdattn.v1 status
+// messages. The store persists the proto numbers.
 #pragma once
 
 #include <absl/time/time.h>
@@ -17,6 +18,8 @@ namespace rdattn::coordinator {
 
 namespace pb = ::rdattn::v1;
 
+struct SweepRow;  // store.h
+
 pb::JobState ToProto(JobState state);
 // JOB_STATE_UNSPECIFIED and unknown numbers: INVALID_ARGUMENT.
 StatusOr<JobState> JobStateFromProto(int state);
@@ -26,6 +29,12 @@ StatusOr<SweepState> SweepStateFromProto(int state);
 
 pb::HardwareKind ToProto(HardwareKind kind);
 HardwareKind HardwareKindFromProto(int kind);  // unknown numbers: kAny
+
+// A sweep's job counts.
+pb::JobCounts ToProto(const SweepFacts& facts);
+// A stored sweep as SweepStatus: id, spec, state, message, times, job counts and the number of
+// its last event (without its seed policy state and jobs, which the caller reads and adds).
+pb::SweepStatus ToProto(const SweepRow& row, const SweepFacts& facts, int64_t last_event_seq);
 
 // Unix microseconds, 0 = unset (the store's time columns).
 // Fills `ts` from unix microseconds; 0 leaves it unset (cleared).
