@@ -12,6 +12,7 @@
 #include "coordinator/data_identity.h"
 
 #include <absl/cleanup/cleanup.h>
+#include "common/field_error.h"
 #include "common/log.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
@@ -79,13 +80,12 @@ Status LeaseNotHeld(const std::string& lease_id) {
 }  // namespace
 
 StatusOr<pb::RegisterWorkerResponse> Core::RegisterWorker(const pb::RegisterWorkerRequest& req) {
-  std::string problems;
-  auto add = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  FieldErrors problems("RegisterWorkerRequest");
   if (req.kind() != pb::HARDWARE_KIND_CPU && req.kind() != pb::HARDWARE_KIND_GPU) {
-    add("kind: must be HARDWARE_KIND_CPU or HARDWARE_KIND_GPU");
+    problems.Add("kind", "must be HARDWARE_KIND_CPU or HARDWARE_KIND_GPU");
   }
-  if (req.slots() <= 0) add("slots: must be > 0");
-  if (!problems.empty()) return InvalidArgumentError(problems);
+  if (req.slots() <= 0) problems.Add("slots", "must be > 0");
+  if (!problems.empty()) return problems.ToStatus();  // the client gets them as field violations
 
   absl::MutexLock lock(&mu_);
   WorkerRow w;

@@ -117,8 +117,8 @@ class ProgressReactor final : public grpc::ServerReadReactor<pb::ReportProgressR
       if (lease_id_.empty()) {
         lease_id_ = msg_.lease_id();
       } else if (msg_.lease_id() != lease_id_) {
-        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "lease_id: every message of a stream must carry the same lease"));
+        Finish(contract::ToGrpcStatus(FieldErrorStatus(
+            {{"lease_id", "every message of a stream must carry the same lease"}})));
         return;
       }
       lease_id = lease_id_;

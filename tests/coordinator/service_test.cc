@@ -24,6 +24,7 @@
 #include "coordinator/clock.h"
 #include "coordinator/core.h"
 #include "coordinator/store.h"
+#include "proto/contract/contract.h"
 #include "rdattn/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/coordinator/tiny_sweep.h"
@@ -264,6 +265,15 @@ TEST(ServiceTest, SubmitValidatesStoresAndIsIdempotent) {
   EXPECT_NE(st.error_message().find("arms[2]"), std::string::npos) << st.error_message();
   EXPECT_NE(st.error_message().find("global_batch_tokens"), std::string::npos)
       << st.error_message();
+  // ... each also as a google.rpc.BadRequest field violation in the status details, the message
+  // being their join.
+  const Status wire = contract::FromGrpcStatus(st);
+  std::set<std::string> fields;
+  for (const FieldError& e : wire.field_errors()) fields.insert(e.path);
+  EXPECT_TRUE(fields.count("seeds") && fields.count("arms[2]") &&
+              fields.count("schedule.global_batch_tokens"))
+      << st.error_message();
+  EXPECT_EQ(JoinFieldErrors(wire.field_errors()), st.error_message());
   // A missing request id is named too.
   st = h.Submit(TinySweep(), "", &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -540,6 +550,11 @@ TEST(ServiceTest, ProgressForUnknownLeaseIsAborted) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("kind"), std::string::npos);
   EXPECT_NE(st.error_message().find("slots"), std::string::npos);
+  EXPECT_EQ(contract::FromGrpcStatus(st).field_errors(),
+            (std::vector<FieldError>{{"kind", "must be HARDWARE_KIND_CPU or HARDWARE_KIND_GPU"},
+                                     {"slots", "must be > 0"}}));
+  EXPECT_EQ(st.error_message(),
+            "kind: must be HARDWARE_KIND_CPU or HARDWARE_KIND_GPU; slots: must be > 0");
 }
 
 // --- long poll -------------------------------------------------------------------------------
