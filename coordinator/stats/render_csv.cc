@@ -1,5 +1,6 @@
 // RenderCsv(): one RFC 4180 file per table, full precision (docs/report.md "Files").
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,62 +45,6 @@ std::string Int(int64_t v) { return std::to_string(v); }
 std::string Uint(uint64_t v) { return std::to_string(v); }
 std::string Int64Or(int64_t v) { return v > 0 ? std::to_string(v) : std::string(); }
 
-const std::vector<std::string> kPairedHeader = {"kind",
-                                                "scale",
-                                                "split",
-                                                "milestone_tokens",
-                                                "arm",
-                                                "reference_arm",
-                                                "n",
-                                                "n_expected",
-                                                "mean_reference_nll",
-                                                "mean_arm_nll",
-                                                "mean_delta",
-                                                "sd_delta",
-                                                "se_delta",
-                                                "df",
-                                                "level",
-                                                "t_critical",
-                                                "t_ci_low",
-                                                "t_ci_high",
-                                                "bootstrap_resamples",
-                                                "bootstrap_seed",
-                                                "bootstrap_ci_low",
-                                                "bootstrap_ci_high",
-                                                "wins",
-                                                "losses",
-                                                "ties",
-                                                "sign_test_p",
-                                                "t_statistic",
-                                                "t_test_p",
-                                                "ppl_reduction_mean_per_seed",
-                                                "ppl_reduction_of_mean",
-                                                "ppl_change_mean_per_seed",
-                                                "ppl_change_of_mean",
-                                                "note",
-                                                "median_delta",
-                                                "mad",
-                                                "mad_scaled",
-                                                "wilcoxon_n",
-                                                "wilcoxon_zeros",
-                                                "wilcoxon_w_plus",
-                                                "wilcoxon_p",
-                                                "wilcoxon_exact",
-                                                "outlier_seeds",
-                                                "power_alpha",
-                                                "power",
-                                                "mde",
-                                                "mde_ncp",
-                                                "seeds_for_0.01",
-                                                "power_now_0.01",
-                                                "seeds_for_0.02",
-                                                "power_now_0.02",
-                                                "seeds_for_0.03",
-                                                "power_now_0.03",
-                                                "target_delta",
-                                                "seeds_for_target",
-                                                "power_now_target"};
-
 std::string SeedsField(int64_t seeds) { return seeds == 0 ? std::string() : std::to_string(seeds); }
 
 std::string SeedList(const std::vector<uint64_t>& seeds) {
@@ -108,74 +53,11 @@ std::string SeedList(const std::vector<uint64_t>& seeds) {
   return out;
 }
 
-std::vector<std::string> PairedFields(const PairedRow& r) {
-  const PairedSummary& s = r.summary;
-  std::vector<std::string> fields = {r.kind,
-                                     r.scale,
-                                     r.split,
-                                     Int(r.milestone_tokens),
-                                     r.arm,
-                                     r.reference_arm,
-                                     Int(s.n),
-                                     Int(r.n_expected),
-                                     Exact(r.mean_reference_nll),
-                                     Exact(r.mean_arm_nll),
-                                     Exact(s.mean),
-                                     Exact(s.sd),
-                                     Exact(s.se),
-                                     Int(s.df),
-                                     Exact(s.level),
-                                     Exact(s.t_critical),
-                                     Exact(s.t_ci_low),
-                                     Exact(s.t_ci_high),
-                                     Int(s.bootstrap_resamples),
-                                     Uint(s.bootstrap_seed),
-                                     Exact(s.bootstrap_ci_low),
-                                     Exact(s.bootstrap_ci_high),
-                                     Int(s.wins),
-                                     Int(s.losses),
-                                     Int(s.ties),
-                                     Exact(s.sign_test_p),
-                                     Exact(s.t_statistic),
-                                     Exact(s.t_test_p),
-                                     Exact(s.ppl_reduction_mean_per_seed),
-                                     Exact(s.ppl_reduction_of_mean),
-                                     Exact(s.ppl_change_mean_per_seed),
-                                     Exact(s.ppl_change_of_mean),
-                                     s.note,
-                                     Exact(r.robust.median),
-                                     Exact(r.robust.mad),
-                                     Exact(r.robust.mad_scaled),
-                                     Int(r.robust.wilcoxon.n),
-                                     Int(r.robust.wilcoxon.zeros),
-                                     Exact(r.robust.wilcoxon.w_plus),
-                                     Exact(r.robust.wilcoxon.p),
-                                     Bool(r.robust.wilcoxon.exact),
-                                     SeedList(r.outlier_seeds),
-                                     Exact(r.power.alpha),
-                                     Exact(r.power.power),
-                                     Exact(r.power.mde),
-                                     Exact(r.power.mde_ncp)};
-  const SeedsForDelta* target = nullptr;
-  for (const SeedsForDelta& e : r.power.seeds_needed) {
-    if (e.user_given) {
-      target = &e;
-      continue;
-    }
-    fields.push_back(SeedsField(e.seeds));
-    fields.push_back(Exact(e.power_at_n));
-  }
-  fields.push_back(target ? Exact(target->delta) : "");
-  fields.push_back(target ? SeedsField(target->seeds) : "");
-  fields.push_back(target ? Exact(target->power_at_n) : "");
-  return fields;
-}
-
 // A CSV table declared once as columns: each column's name and how a row fills it, so a header
 // and its values cannot drift apart.
 template <typename Row>
 struct Column {
-  const char* name;
+  std::string name;
   std::function<std::string(const Row&)> cell;
 };
 
@@ -226,134 +108,368 @@ const std::vector<Column<LookLine>>& LookColumns() {
   return columns;
 }
 
+// The i-th planned |delta| (kPlannedDeltas) of a row's seeds-needed list, and the user's target.
+const SeedsForDelta* Planned(const PairedRow& r, size_t i) {
+  for (const SeedsForDelta& e : r.power.seeds_needed) {
+    if (e.user_given) continue;
+    if (i == 0) return &e;
+    --i;
+  }
+  return nullptr;
+}
+
+const SeedsForDelta* Target(const PairedRow& r) {
+  for (const SeedsForDelta& e : r.power.seeds_needed) {
+    if (e.user_given) return &e;
+  }
+  return nullptr;
+}
+
+// paired.csv and controls.csv.
+std::vector<Column<PairedRow>> MakePairedColumns() {
+  using R = const PairedRow&;
+  std::vector<Column<PairedRow>> c = {
+      {"kind", [](R r) { return r.kind; }},
+      {"scale", [](R r) { return r.scale; }},
+      {"split", [](R r) { return r.split; }},
+      {"milestone_tokens", [](R r) { return Int(r.milestone_tokens); }},
+      {"arm", [](R r) { return r.arm; }},
+      {"reference_arm", [](R r) { return r.reference_arm; }},
+      {"n", [](R r) { return Int(r.summary.n); }},
+      {"n_expected", [](R r) { return Int(r.n_expected); }},
+      {"mean_reference_nll", [](R r) { return Exact(r.mean_reference_nll); }},
+      {"mean_arm_nll", [](R r) { return Exact(r.mean_arm_nll); }},
+      {"mean_delta", [](R r) { return Exact(r.summary.mean); }},
+      {"sd_delta", [](R r) { return Exact(r.summary.sd); }},
+      {"se_delta", [](R r) { return Exact(r.summary.se); }},
+      {"df", [](R r) { return Int(r.summary.df); }},
+      {"level", [](R r) { return Exact(r.summary.level); }},
+      {"t_critical", [](R r) { return Exact(r.summary.t_critical); }},
+      {"t_ci_low", [](R r) { return Exact(r.summary.t_ci_low); }},
+      {"t_ci_high", [](R r) { return Exact(r.summary.t_ci_high); }},
+      {"bootstrap_resamples", [](R r) { return Int(r.summary.bootstrap_resamples); }},
+      {"bootstrap_seed", [](R r) { return Uint(r.summary.bootstrap_seed); }},
+      {"bootstrap_ci_low", [](R r) { return Exact(r.summary.bootstrap_ci_low); }},
+      {"bootstrap_ci_high", [](R r) { return Exact(r.summary.bootstrap_ci_high); }},
+      {"wins", [](R r) { return Int(r.summary.wins); }},
+      {"losses", [](R r) { return Int(r.summary.losses); }},
+      {"ties", [](R r) { return Int(r.summary.ties); }},
+      {"sign_test_p", [](R r) { return Exact(r.summary.sign_test_p); }},
+      {"t_statistic", [](R r) { return Exact(r.summary.t_statistic); }},
+      {"t_test_p", [](R r) { return Exact(r.summary.t_test_p); }},
+      {"ppl_reduction_mean_per_seed",
+       [](R r) { return Exact(r.summary.ppl_reduction_mean_per_seed); }},
+      {"ppl_reduction_of_mean", [](R r) { return Exact(r.summary.ppl_reduction_of_mean); }},
+      {"ppl_change_mean_per_seed", [](R r) { return Exact(r.summary.ppl_change_mean_per_seed); }},
+      {"ppl_change_of_mean", [](R r) { return Exact(r.summary.ppl_change_of_mean); }},
+      {"note", [](R r) { return r.summary.note; }},
+      {"median_delta", [](R r) { return Exact(r.robust.median); }},
+      {"mad", [](R r) { return Exact(r.robust.mad); }},
+      {"mad_scaled", [](R r) { return Exact(r.robust.mad_scaled); }},
+      {"wilcoxon_n", [](R r) { return Int(r.robust.wilcoxon.n); }},
+      {"wilcoxon_zeros", [](R r) { return Int(r.robust.wilcoxon.zeros); }},
+      {"wilcoxon_w_plus", [](R r) { return Exact(r.robust.wilcoxon.w_plus); }},
+      {"wilcoxon_p", [](R r) { return Exact(r.robust.wilcoxon.p); }},
+      {"wilcoxon_exact", [](R r) { return Bool(r.robust.wilcoxon.exact); }},
+      {"outlier_seeds", [](R r) { return SeedList(r.outlier_seeds); }},
+      {"power_alpha", [](R r) { return Exact(r.power.alpha); }},
+      {"power", [](R r) { return Exact(r.power.power); }},
+      {"mde", [](R r) { return Exact(r.power.mde); }},
+      {"mde_ncp", [](R r) { return Exact(r.power.mde_ncp); }},
+  };
+  // seeds_for_0.01, power_now_0.01, ... for each planned |delta|: empty when the row has none.
+  for (size_t i = 0; i < std::size(kPlannedDeltas); ++i) {
+    const std::string label = numfmt::Printf("%g", kPlannedDeltas[i]);
+    c.push_back({"seeds_for_" + label, [i](R r) {
+                   const SeedsForDelta* e = Planned(r, i);
+                   return e ? SeedsField(e->seeds) : std::string();
+                 }});
+    c.push_back({"power_now_" + label, [i](R r) {
+                   const SeedsForDelta* e = Planned(r, i);
+                   return e ? Exact(e->power_at_n) : std::string();
+                 }});
+  }
+  c.push_back({"target_delta", [](R r) { return Target(r) ? Exact(Target(r)->delta) : ""; }});
+  c.push_back(
+      {"seeds_for_target", [](R r) { return Target(r) ? SeedsField(Target(r)->seeds) : ""; }});
+  c.push_back(
+      {"power_now_target", [](R r) { return Target(r) ? Exact(Target(r)->power_at_n) : ""; }});
+  return c;
+}
+
+const std::vector<Column<PairedRow>>& PairedColumns() {
+  static const std::vector<Column<PairedRow>> columns = MakePairedColumns();
+  return columns;
+}
+
+// A row of a table nested in another (a seed of a paired row, a layer of a depth row): the
+// parent's columns come first.
+template <typename Parent, typename Child>
+struct Of {
+  const Parent* p;
+  Child c;
+};
+
+struct NllLine {
+  size_t seed;  // index into NllTable::seeds
+  size_t arm;   // index into NllTable::arms
+};
+
+#define RDATTN_COLUMN(name, expr)               \
+  {                                             \
+    name, [](const RowType& r) { return expr; } \
+  }
+
+const std::vector<Column<Of<NllTable, NllLine>>>& NllColumns() {
+  using RowType = Of<NllTable, NllLine>;
+  const auto cell = [](const RowType& r) -> const NllCell& {
+    return r.p->cells[r.c.seed][r.c.arm];
+  };
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.p->scale),
+      RDATTN_COLUMN("split", r.p->split),
+      RDATTN_COLUMN("milestone_tokens", Int(r.p->milestone_tokens)),
+      RDATTN_COLUMN("seed", Uint(r.p->seeds[r.c.seed])),
+      RDATTN_COLUMN("arm", r.p->arms[r.c.arm]),
+      {"present", [cell](const RowType& r) { return Bool(cell(r).present); }},
+      {"nll", [cell](const RowType& r) { return Exact(cell(r).nll); }},
+      {"job_id", [cell](const RowType& r) { return cell(r).job_id; }},
+      {"job_state", [cell](const RowType& r) { return cell(r).state; }},
+      {"missing_reason", [cell](const RowType& r) { return cell(r).missing_reason; }},
+  };
+  return columns;
+}
+
+const std::vector<Column<Of<PairedRow, const SeedPair*>>>& PairedSeedColumns() {
+  using RowType = Of<PairedRow, const SeedPair*>;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("kind", r.p->kind),
+      RDATTN_COLUMN("scale", r.p->scale),
+      RDATTN_COLUMN("split", r.p->split),
+      RDATTN_COLUMN("milestone_tokens", Int(r.p->milestone_tokens)),
+      RDATTN_COLUMN("arm", r.p->arm),
+      RDATTN_COLUMN("reference_arm", r.p->reference_arm),
+      RDATTN_COLUMN("seed", Uint(r.c->seed)),
+      RDATTN_COLUMN("complete", Bool(r.c->complete)),
+      RDATTN_COLUMN("reference_nll", Exact(r.c->reference_nll)),
+      RDATTN_COLUMN("arm_nll", Exact(r.c->arm_nll)),
+      RDATTN_COLUMN("delta", Exact(r.c->delta)),
+      RDATTN_COLUMN("ppl_reduction", Exact(r.c->ppl_reduction)),
+      RDATTN_COLUMN("reference_job_id", r.c->reference_job_id),
+      RDATTN_COLUMN("arm_job_id", r.c->arm_job_id),
+      RDATTN_COLUMN("missing_reason", r.c->missing_reason),
+      RDATTN_COLUMN("robust_z", Exact(r.c->robust_z)),
+      RDATTN_COLUMN("outlier", Bool(r.c->outlier)),
+  };
+  return columns;
+}
+
+template <typename T, typename F>
+std::string Joined(const std::vector<T>& values, F text) {
+  std::string out;
+  for (const T& v : values) out += (out.empty() ? "" : ";") + text(v);
+  return out;
+}
+
+const std::vector<Column<TrendRow>>& TrendColumns() {
+  using RowType = TrendRow;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.scale),
+      RDATTN_COLUMN("arm", r.arm),
+      RDATTN_COLUMN("reference_arm", r.reference_arm),
+      RDATTN_COLUMN("milestones", Joined(r.milestones, Int)),
+      RDATTN_COLUMN("n_seeds", Int(static_cast<int64_t>(r.seeds.size()))),
+      RDATTN_COLUMN("n_slopes", Int(r.summary.n)),
+      RDATTN_COLUMN("level", Exact(r.summary.level)),
+      RDATTN_COLUMN("mean_slope", Exact(r.summary.mean)),
+      RDATTN_COLUMN("sd_slope", Exact(r.summary.sd)),
+      RDATTN_COLUMN("se_slope", Exact(r.summary.se)),
+      RDATTN_COLUMN("t_critical", Exact(r.summary.t_critical)),
+      RDATTN_COLUMN("ci_low", Exact(r.summary.ci_low)),
+      RDATTN_COLUMN("ci_high", Exact(r.summary.ci_high)),
+      RDATTN_COLUMN("t_statistic", Exact(r.summary.t_statistic)),
+      RDATTN_COLUMN("t_test_p", Exact(r.summary.t_test_p)),
+      RDATTN_COLUMN("gap", Exact(r.gap)),
+      RDATTN_COLUMN("gap_milestone_tokens", Int(r.gap_milestone_tokens)),
+      RDATTN_COLUMN("reading", r.summary.reading),
+      RDATTN_COLUMN("note", r.summary.note),
+  };
+  return columns;
+}
+
+const std::vector<Column<Of<TrendRow, const TrendSeed*>>>& TrendSeedColumns() {
+  using RowType = Of<TrendRow, const TrendSeed*>;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.p->scale),
+      RDATTN_COLUMN("arm", r.p->arm),
+      RDATTN_COLUMN("reference_arm", r.p->reference_arm),
+      RDATTN_COLUMN("seed", Uint(r.c->seed)),
+      RDATTN_COLUMN("points", Int(static_cast<int64_t>(r.c->milestones.size()))),
+      RDATTN_COLUMN("milestones", Joined(r.c->milestones, Int)),
+      RDATTN_COLUMN("deltas", Joined(r.c->deltas, Exact)),
+      RDATTN_COLUMN("slope", Exact(r.c->slope)),
+  };
+  return columns;
+}
+
+const std::vector<Column<DepthRow>>& DepthColumns() {
+  using RowType = DepthRow;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.scale),
+      RDATTN_COLUMN("arm", r.arm),
+      RDATTN_COLUMN("milestone_tokens", Int(r.milestone_tokens)),
+      RDATTN_COLUMN("has_js", Bool(r.has_js)),
+      RDATTN_COLUMN("n", Int(r.n)),
+      RDATTN_COLUMN("seeds", Joined(r.seeds, Uint)),
+      RDATTN_COLUMN("js_mean_nats", Exact(r.js_mean_nats)),
+      RDATTN_COLUMN("js_mean_nats_sd", Exact(r.js_mean_nats_sd)),
+      RDATTN_COLUMN("js_mean_bits", Exact(r.js_mean_bits)),
+      RDATTN_COLUMN("js_mean_sqrt", Exact(r.js_mean_sqrt)),
+      RDATTN_COLUMN("js_mean_multi_source_nats", Exact(r.js_mean_multi_source_nats)),
+  };
+  return columns;
+}
+
+const std::vector<Column<Of<DepthRow, const DepthLayer*>>>& DepthLayerColumns() {
+  using RowType = Of<DepthRow, const DepthLayer*>;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.p->scale),
+      RDATTN_COLUMN("arm", r.p->arm),
+      RDATTN_COLUMN("milestone_tokens", Int(r.p->milestone_tokens)),
+      RDATTN_COLUMN("layer", Int(r.c->layer)),
+      RDATTN_COLUMN("sources", r.c->sources > 0 ? Int(r.c->sources) : ""),
+      RDATTN_COLUMN("n", Int(r.c->n)),
+      RDATTN_COLUMN("js_nats_mean", Exact(r.c->js_nats_mean)),
+      RDATTN_COLUMN("js_nats_sd", Exact(r.c->js_nats_sd)),
+      RDATTN_COLUMN("js_bits_mean", Exact(r.c->js_bits_mean)),
+      RDATTN_COLUMN("js_sqrt_mean", Exact(r.c->js_sqrt_mean)),
+      RDATTN_COLUMN("entropy_qk_mean", Exact(r.c->entropy_qk_mean)),
+      RDATTN_COLUMN("entropy_v_mean", Exact(r.c->entropy_v_mean)),
+  };
+  return columns;
+}
+
+const std::vector<Column<CostRow>>& CostColumns() {
+  using RowType = CostRow;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.scale),
+      RDATTN_COLUMN("arm", r.arm),
+      RDATTN_COLUMN("reference_arm", r.reference_arm),
+      RDATTN_COLUMN("hardware_kind", r.hardware_kind),
+      RDATTN_COLUMN("n_throughput", Int(r.n_throughput)),
+      RDATTN_COLUMN("mean_arm_tokens_per_second", Exact(r.mean_arm_tokens_per_second)),
+      RDATTN_COLUMN("mean_reference_tokens_per_second", Exact(r.mean_reference_tokens_per_second)),
+      RDATTN_COLUMN("tokens_per_second_ratio", Exact(r.tokens_per_second_ratio)),
+      RDATTN_COLUMN("tokens_per_second_ratio_min", Exact(r.tokens_per_second_ratio_min)),
+      RDATTN_COLUMN("tokens_per_second_ratio_max", Exact(r.tokens_per_second_ratio_max)),
+      RDATTN_COLUMN("n_memory", Int(r.n_memory)),
+      RDATTN_COLUMN("mean_arm_peak_memory_bytes", Exact(r.mean_arm_peak_memory_bytes)),
+      RDATTN_COLUMN("mean_reference_peak_memory_bytes", Exact(r.mean_reference_peak_memory_bytes)),
+      RDATTN_COLUMN("peak_memory_ratio", Exact(r.peak_memory_ratio)),
+      RDATTN_COLUMN("peak_memory_ratio_min", Exact(r.peak_memory_ratio_min)),
+      RDATTN_COLUMN("peak_memory_ratio_max", Exact(r.peak_memory_ratio_max)),
+  };
+  return columns;
+}
+
+const std::vector<Column<Of<CostRow, const CostPair*>>>& CostPairColumns() {
+  using RowType = Of<CostRow, const CostPair*>;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.p->scale),
+      RDATTN_COLUMN("arm", r.p->arm),
+      RDATTN_COLUMN("reference_arm", r.p->reference_arm),
+      RDATTN_COLUMN("hardware_kind", r.p->hardware_kind),
+      RDATTN_COLUMN("seed", Uint(r.c->seed)),
+      RDATTN_COLUMN("arm_job_id", r.c->arm_job_id),
+      RDATTN_COLUMN("reference_job_id", r.c->reference_job_id),
+      RDATTN_COLUMN("arm_tokens_per_second", Exact(r.c->arm_tokens_per_second)),
+      RDATTN_COLUMN("reference_tokens_per_second", Exact(r.c->reference_tokens_per_second)),
+      RDATTN_COLUMN("tokens_per_second_ratio", Exact(r.c->tokens_per_second_ratio)),
+      RDATTN_COLUMN("arm_peak_memory_bytes", Int64Or(r.c->arm_peak_memory_bytes)),
+      RDATTN_COLUMN("reference_peak_memory_bytes", Int64Or(r.c->reference_peak_memory_bytes)),
+      RDATTN_COLUMN("peak_memory_ratio", Exact(r.c->peak_memory_ratio)),
+  };
+  return columns;
+}
+
+const std::vector<Column<CostExclusion>>& CostExclusionColumns() {
+  using RowType = CostExclusion;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.scale),
+      RDATTN_COLUMN("arm", r.arm),
+      RDATTN_COLUMN("seed", Uint(r.seed)),
+      RDATTN_COLUMN("arm_job_id", r.arm_job_id),
+      RDATTN_COLUMN("reference_job_id", r.reference_job_id),
+      RDATTN_COLUMN("arm_hardware_kind", r.arm_hardware_kind),
+      RDATTN_COLUMN("reference_hardware_kind", r.reference_hardware_kind),
+      RDATTN_COLUMN("reason", r.reason),
+  };
+  return columns;
+}
+
+const std::vector<Column<MissingEntry>>& MissingColumns() {
+  using RowType = MissingEntry;
+  static const std::vector<Column<RowType>> columns = {
+      RDATTN_COLUMN("scale", r.scale),
+      RDATTN_COLUMN("arm", r.arm),
+      RDATTN_COLUMN("seed", Uint(r.seed)),
+      RDATTN_COLUMN("split", r.split),
+      RDATTN_COLUMN("milestone_tokens", Int(r.milestone_tokens)),
+      RDATTN_COLUMN("job_id", r.job_id),
+      RDATTN_COLUMN("job_state", r.job_state),
+      RDATTN_COLUMN("reason", r.reason),
+  };
+  return columns;
+}
+
+#undef RDATTN_COLUMN
+
 }  // namespace
 
 std::map<std::string, std::string> RenderCsv(const ReportTables& t) {
   std::map<std::string, std::string> files;
 
-  Csv nll({"scale", "split", "milestone_tokens", "seed", "arm", "present", "nll", "job_id",
-           "job_state", "missing_reason"});
+  std::vector<Of<NllTable, NllLine>> nll;
   for (const NllTable& table : t.nll) {
     for (size_t s = 0; s < table.seeds.size(); ++s) {
-      for (size_t a = 0; a < table.arms.size(); ++a) {
-        const NllCell& c = table.cells[s][a];
-        nll.Add({table.scale, table.split, Int(table.milestone_tokens), Uint(table.seeds[s]),
-                 table.arms[a], Bool(c.present), Exact(c.nll), c.job_id, c.state,
-                 c.missing_reason});
-      }
+      for (size_t a = 0; a < table.arms.size(); ++a) nll.push_back({&table, {s, a}});
     }
   }
-  files["nll.csv"] = nll.text();
+  files["nll.csv"] = RenderTable(NllColumns(), nll);
 
-  Csv paired(kPairedHeader);
-  for (const PairedRow& r : t.paired) paired.Add(PairedFields(r));
-  files["paired.csv"] = paired.text();
-  Csv controls(kPairedHeader);
-  for (const PairedRow& r : t.controls) controls.Add(PairedFields(r));
-  files["controls.csv"] = controls.text();
+  files["paired.csv"] = RenderTable(PairedColumns(), t.paired);
+  files["controls.csv"] = RenderTable(PairedColumns(), t.controls);
 
-  Csv seeds({"kind", "scale", "split", "milestone_tokens", "arm", "reference_arm", "seed",
-             "complete", "reference_nll", "arm_nll", "delta", "ppl_reduction", "reference_job_id",
-             "arm_job_id", "missing_reason", "robust_z", "outlier"});
+  std::vector<Of<PairedRow, const SeedPair*>> seeds;
   for (const auto* list : {&t.paired, &t.controls}) {
     for (const PairedRow& r : *list) {
-      for (const SeedPair& p : r.pairs) {
-        seeds.Add({r.kind, r.scale, r.split, Int(r.milestone_tokens), r.arm, r.reference_arm,
-                   Uint(p.seed), Bool(p.complete), Exact(p.reference_nll), Exact(p.arm_nll),
-                   Exact(p.delta), Exact(p.ppl_reduction), p.reference_job_id, p.arm_job_id,
-                   p.missing_reason, Exact(p.robust_z), Bool(p.outlier)});
-      }
+      for (const SeedPair& p : r.pairs) seeds.push_back({&r, &p});
     }
   }
-  files["paired_seeds.csv"] = seeds.text();
+  files["paired_seeds.csv"] = RenderTable(PairedSeedColumns(), seeds);
 
-  Csv trend({"scale", "arm", "reference_arm", "milestones", "n_seeds", "n_slopes", "level",
-             "mean_slope", "sd_slope", "se_slope", "t_critical", "ci_low", "ci_high", "t_statistic",
-             "t_test_p", "gap", "gap_milestone_tokens", "reading", "note"});
-  Csv trend_seeds(
-      {"scale", "arm", "reference_arm", "seed", "points", "milestones", "deltas", "slope"});
+  std::vector<Of<TrendRow, const TrendSeed*>> trend_seeds;
   for (const TrendRow& tr : t.trend) {
-    const TrendSummary& s = tr.summary;
-    std::string ms;
-    for (int64_t m : tr.milestones) ms += (ms.empty() ? "" : ";") + Int(m);
-    trend.Add({tr.scale, tr.arm, tr.reference_arm, ms, Int(static_cast<int64_t>(tr.seeds.size())),
-               Int(s.n), Exact(s.level), Exact(s.mean), Exact(s.sd), Exact(s.se),
-               Exact(s.t_critical), Exact(s.ci_low), Exact(s.ci_high), Exact(s.t_statistic),
-               Exact(s.t_test_p), Exact(tr.gap), Int(tr.gap_milestone_tokens), s.reading, s.note});
-    for (const TrendSeed& ts : tr.seeds) {
-      std::string tms, tds;
-      for (int64_t m : ts.milestones) tms += (tms.empty() ? "" : ";") + Int(m);
-      for (double d : ts.deltas) tds += (tds.empty() ? "" : ";") + Exact(d);
-      trend_seeds.Add({tr.scale, tr.arm, tr.reference_arm, Uint(ts.seed),
-                       Int(static_cast<int64_t>(ts.milestones.size())), tms, tds, Exact(ts.slope)});
-    }
+    for (const TrendSeed& ts : tr.seeds) trend_seeds.push_back({&tr, &ts});
   }
-  files["trend.csv"] = trend.text();
-  files["trend_seeds.csv"] = trend_seeds.text();
+  files["trend.csv"] = RenderTable(TrendColumns(), t.trend);
+  files["trend_seeds.csv"] = RenderTable(TrendSeedColumns(), trend_seeds);
 
-  Csv depth({"scale", "arm", "milestone_tokens", "has_js", "n", "seeds", "js_mean_nats",
-             "js_mean_nats_sd", "js_mean_bits", "js_mean_sqrt", "js_mean_multi_source_nats"});
-  Csv layers({"scale", "arm", "milestone_tokens", "layer", "sources", "n", "js_nats_mean",
-              "js_nats_sd", "js_bits_mean", "js_sqrt_mean", "entropy_qk_mean", "entropy_v_mean"});
+  std::vector<Of<DepthRow, const DepthLayer*>> layers;
   for (const DepthRow& r : t.depth) {
-    std::string seed_list;
-    for (uint64_t s : r.seeds) seed_list += (seed_list.empty() ? "" : ";") + Uint(s);
-    depth.Add({r.scale, r.arm, Int(r.milestone_tokens), Bool(r.has_js), Int(r.n), seed_list,
-               Exact(r.js_mean_nats), Exact(r.js_mean_nats_sd), Exact(r.js_mean_bits),
-               Exact(r.js_mean_sqrt), Exact(r.js_mean_multi_source_nats)});
-    for (const DepthLayer& l : r.layers) {
-      layers.Add({r.scale, r.arm, Int(r.milestone_tokens), Int(l.layer),
-                  l.sources > 0 ? Int(l.sources) : "", Int(l.n), Exact(l.js_nats_mean),
-                  Exact(l.js_nats_sd), Exact(l.js_bits_mean), Exact(l.js_sqrt_mean),
-                  Exact(l.entropy_qk_mean), Exact(l.entropy_v_mean)});
-    }
+    for (const DepthLayer& l : r.layers) layers.push_back({&r, &l});
   }
-  files["depth.csv"] = depth.text();
-  files["depth_layers.csv"] = layers.text();
+  files["depth.csv"] = RenderTable(DepthColumns(), t.depth);
+  files["depth_layers.csv"] = RenderTable(DepthLayerColumns(), layers);
 
-  Csv cost({"scale", "arm", "reference_arm", "hardware_kind", "n_throughput",
-            "mean_arm_tokens_per_second", "mean_reference_tokens_per_second",
-            "tokens_per_second_ratio", "tokens_per_second_ratio_min", "tokens_per_second_ratio_max",
-            "n_memory", "mean_arm_peak_memory_bytes", "mean_reference_peak_memory_bytes",
-            "peak_memory_ratio", "peak_memory_ratio_min", "peak_memory_ratio_max"});
-  Csv cost_pairs({"scale", "arm", "reference_arm", "hardware_kind", "seed", "arm_job_id",
-                  "reference_job_id", "arm_tokens_per_second", "reference_tokens_per_second",
-                  "tokens_per_second_ratio", "arm_peak_memory_bytes", "reference_peak_memory_bytes",
-                  "peak_memory_ratio"});
+  std::vector<Of<CostRow, const CostPair*>> cost_pairs;
   for (const CostRow& r : t.cost) {
-    cost.Add({r.scale, r.arm, r.reference_arm, r.hardware_kind, Int(r.n_throughput),
-              Exact(r.mean_arm_tokens_per_second), Exact(r.mean_reference_tokens_per_second),
-              Exact(r.tokens_per_second_ratio), Exact(r.tokens_per_second_ratio_min),
-              Exact(r.tokens_per_second_ratio_max), Int(r.n_memory),
-              Exact(r.mean_arm_peak_memory_bytes), Exact(r.mean_reference_peak_memory_bytes),
-              Exact(r.peak_memory_ratio), Exact(r.peak_memory_ratio_min),
-              Exact(r.peak_memory_ratio_max)});
-    for (const CostPair& p : r.pairs) {
-      cost_pairs.Add({r.scale, r.arm, r.reference_arm, r.hardware_kind, Uint(p.seed), p.arm_job_id,
-                      p.reference_job_id, Exact(p.arm_tokens_per_second),
-                      Exact(p.reference_tokens_per_second), Exact(p.tokens_per_second_ratio),
-                      Int64Or(p.arm_peak_memory_bytes), Int64Or(p.reference_peak_memory_bytes),
-                      Exact(p.peak_memory_ratio)});
-    }
+    for (const CostPair& p : r.pairs) cost_pairs.push_back({&r, &p});
   }
-  files["cost.csv"] = cost.text();
-  files["cost_pairs.csv"] = cost_pairs.text();
-
-  Csv excluded({"scale", "arm", "seed", "arm_job_id", "reference_job_id", "arm_hardware_kind",
-                "reference_hardware_kind", "reason"});
-  for (const CostExclusion& e : t.cost_excluded) {
-    excluded.Add({e.scale, e.arm, Uint(e.seed), e.arm_job_id, e.reference_job_id,
-                  e.arm_hardware_kind, e.reference_hardware_kind, e.reason});
-  }
-  files["cost_excluded.csv"] = excluded.text();
-
-  Csv missing(
-      {"scale", "arm", "seed", "split", "milestone_tokens", "job_id", "job_state", "reason"});
-  for (const MissingEntry& m : t.missing) {
-    missing.Add({m.scale, m.arm, Uint(m.seed), m.split, Int(m.milestone_tokens), m.job_id,
-                 m.job_state, m.reason});
-  }
-  files["missing.csv"] = missing.text();
+  files["cost.csv"] = RenderTable(CostColumns(), t.cost);
+  files["cost_pairs.csv"] = RenderTable(CostPairColumns(), cost_pairs);
+  files["cost_excluded.csv"] = RenderTable(CostExclusionColumns(), t.cost_excluded);
+  files["missing.csv"] = RenderTable(MissingColumns(), t.missing);
 
   if (t.sequential) {
     std::vector<LookLine> lines;
