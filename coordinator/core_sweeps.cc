@@ -5,7 +5,6 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +14,7 @@
 #include "coordinator/core.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
+#include "coordinator/report_options.h"
 #include "coordinator/seed_policy.h"
 #include "coordinator/sweep_summary.h"
 #include "proto/contract/contract.h"
@@ -334,36 +334,9 @@ StatusOr<pb::CancelSweepResponse> Core::CancelSweep(
 }
 
 StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req) {
-  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
-  if (!(req.confidence_level() >= 0 && req.confidence_level() < 1)) {
-    return InvalidArgumentError("confidence_level: must be in (0, 1), or 0 for 0.95");
-  }
-  if (req.bootstrap_resamples() < 0 || req.bootstrap_resamples() > kMaxBootstrapResamples) {
-    return InvalidArgumentError("bootstrap_resamples: must be in [1, " +
-                                std::to_string(kMaxBootstrapResamples) + "], or 0 for " +
-                                std::to_string(kDefaultBootstrapResamples));
-  }
-  if (!(std::isfinite(req.target_delta_nll()) && req.target_delta_nll() >= 0)) {
-    return InvalidArgumentError("target_delta_nll: must be a finite number of nats >= 0 (0: none)");
-  }
-  ReportOptions options;
-  options.target_delta = req.target_delta_nll();
-  for (int i = 0; i < req.formats_size(); ++i) {
-    const std::string& f = req.formats(i);
-    if (f != "md" && f != "csv" && f != "json") {
-      return InvalidArgumentError("formats[" + std::to_string(i) +
-                                  "]: expected md, csv or json, got '" + f + "'");
-    }
-    options.formats.insert(f);
-  }
-  options.omit_files = req.omit_files();
+  RDATTN_ASSIGN_OR_RETURN(ReportOptions options, ParseReportOptions(req));
   options.gnuplot_binary = options_.report_gnuplot;
   options.temp_parent = options_.report_temp_dir;
-  options.reference_arm = req.reference_arm();
-  options.confidence_level =
-      req.confidence_level() == 0 ? kDefaultConfidenceLevel : req.confidence_level();
-  options.bootstrap_resamples =
-      req.bootstrap_resamples() == 0 ? kDefaultBootstrapResamples : req.bootstrap_resamples();
   // Copy what the report needs under the lock; the statistics and rendering run without it.
   ReportSource source;
   {
