@@ -1,7 +1,7 @@
 // Core: the job life cycle and the shared machinery — construction and shutdown, ids, events,
-// the scheduling state in memory, job events and the sweep state they imply, the jobs a sweep
-// or a seed-policy look creates. The SweepService handlers are core_sweeps.cc, the
-// WorkerService core_workers.cc, the dispatch thread core_dispatch.cc.
+// the metrics' read of the store, the scheduling state in memory, job events and the sweep state
+// they imply, the jobs a sweep or a seed-policy look creates. The SweepService handlers are
+// core_sweeps.cc, the WorkerService core_workers.cc, the dispatch thread core_dispatch.cc.
 #include "coordinator/core.h"
 
 #include <algorithm>
@@ -104,6 +104,31 @@ StatusOr<bool> Core::AppendEvent(EventRow& row) {
 void Core::NotifyWork() {
   ++work_gen_;
   dispatch_cv_.Signal();
+}
+
+// --- the metrics' read --------------------------------------------------------------------
+
+StatusOr<StateCounts> Core::ReadStateCounts(absl::Duration retention) {
+  // mu_ serializes every store access, so these reads see one state without a transaction.
+  absl::MutexLock lock(&mu_);
+  const int64_t now = NowMicros();
+  StateCounts out;
+  RDATTN_ASSIGN_OR_RETURN(out.jobs, store_->CountJobsByState());
+  RDATTN_ASSIGN_OR_RETURN(out.sweeps, store_->CountSweepsByState());
+  RDATTN_ASSIGN_OR_RETURN(out.sweep_jobs,
+                          store_->CountSweepJobs(now - absl::ToInt64Microseconds(retention)));
+  RDATTN_ASSIGN_OR_RETURN(std::vector<WorkerRow> workers, store_->ListWorkers());
+  const int64_t alive_since = now - absl::ToInt64Microseconds(options_.lease_ttl);
+  for (const WorkerRow& w : workers) {
+    StateCounts::Worker m;
+    m.id = w.id;
+    m.alive = w.last_seen_us >= alive_since;
+    m.free_slots = std::clamp(w.free_slots, 0, std::max(0, w.slots));
+    m.busy_slots = std::max(0, w.slots) - m.free_slots;
+    out.workers.push_back(std::move(m));
+  }
+  out.checksum_failures = store_->checksum_failures();
+  return out;
 }
 
 // --- the scheduling state in memory ---------------------------------------------------------
@@ -349,7 +374,8 @@ Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& r
     RDATTN_ASSIGN_OR_RETURN(std::optional<pb::SequentialState> seq,
                             store_->GetSequential(sweep_id));
     if (seq && !seq->stopped()) {
-      RDATTN_RETURN_IF_ERROR(Tx([&] { return RunSeedLook(sweep, *seq); }));
+      RDATTN_RETURN_IF_ERROR(
+          Tx([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return RunSeedLook(sweep, *seq); }));
       RDATTN_ASSIGN_OR_RETURN(facts, SweepFactsOf(sweep_id));
     }
   }

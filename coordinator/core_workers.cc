@@ -121,7 +121,7 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLeaseInTx(const WorkerRow
   // A caller that has left (cancelled, past its deadline) is given nothing: asked before a job
   // is taken, and again after it is taken (then the savepoint undoes the lease).
   if (caller_left && caller_left()) return out;
-  Status st = InSavepoint([&]() -> Status {
+  Status st = InSavepoint([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     if (queue_.size() == 0) return Status::Ok();
     WorkerOffer offer;
     offer.worker_id = worker.id;
@@ -222,7 +222,7 @@ std::shared_ptr<Core::LeaseWait> Core::LeaseJobAsync(const pb::LeaseJobRequest& 
   // Admission (the worker is registered; it is seen now with its free slots) is an operation
   // of the next round; the round then offers it a job, or it waits among waiters_.
   Op op;
-  op.apply = [this, wait]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Status {
+  op.apply = [this, wait]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<WorkerRow> worker,
                             store_->GetWorker(wait->req.worker_id()));
     if (!worker) {
@@ -286,13 +286,14 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
 StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req) {
   if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
   return RunInTx<pb::HeartbeatResponse>(
-      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HeartbeatInTx(req); });
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return HeartbeatInTx(req); });
 }
 
 void Core::HeartbeatAsync(const pb::HeartbeatRequest& req, Done<pb::HeartbeatResponse> done) {
   if (req.worker_id().empty()) return done(InvalidArgumentError("worker_id: required"));
   EnqueueInTx<pb::HeartbeatResponse>(
-      [this, req]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HeartbeatInTx(req); }, std::move(done));
+      [this, req]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return HeartbeatInTx(req); },
+      std::move(done));
 }
 
 StatusOr<pb::HeartbeatResponse> Core::HeartbeatInTx(const pb::HeartbeatRequest& req) {
@@ -301,7 +302,7 @@ StatusOr<pb::HeartbeatResponse> Core::HeartbeatInTx(const pb::HeartbeatRequest& 
     return NotFoundError("worker " + req.worker_id() + " is not registered; register again");
   pb::HeartbeatResponse resp;
   const absl::Duration grace = std::min(options_.cancel_grace, options_.lease_ttl / 2);
-  Status st = [&]() -> Status {
+  Status st = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     const int64_t now = NowMicros();
     RDATTN_RETURN_IF_ERROR(store_->TouchWorker(worker->id, now, std::max(0, req.free_slots())));
     OnWorkerSeen(worker->id, worker->kind, std::max(0, req.free_slots()), now);
@@ -362,7 +363,7 @@ StatusOr<Core::ProgressResult> Core::RecordProgress(const std::string& lease_id,
                                                     const pb::MetricEvent& event) {
   RDATTN_RETURN_IF_ERROR(CheckProgress(lease_id, event));
   StatusOr<ProgressResult> result = RunInTx<ProgressResult>(
-      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return RecordProgressInTx(lease_id, event); });
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return RecordProgressInTx(lease_id, event); });
   if (result.ok()) CountProgress(*result);
   return result;
 }
@@ -371,13 +372,12 @@ void Core::RecordProgressAsync(const std::string& lease_id, const pb::MetricEven
                                Done<ProgressResult> done) {
   Status bad = CheckProgress(lease_id, event);
   if (!bad.ok()) return done(bad);
-  EnqueueInTx<ProgressResult>(
-      [this, lease_id, event]()
-          ABSL_NO_THREAD_SAFETY_ANALYSIS { return RecordProgressInTx(lease_id, event); },
-      [this, done = std::move(done)](StatusOr<ProgressResult> r) {
-        if (r.ok()) CountProgress(*r);
-        done(std::move(r));
-      });
+  EnqueueInTx<ProgressResult>([this, lease_id, event]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                  mu_) { return RecordProgressInTx(lease_id, event); },
+                              [this, done = std::move(done)](StatusOr<ProgressResult> r) {
+                                if (r.ok()) CountProgress(*r);
+                                done(std::move(r));
+                              });
 }
 
 void Core::CountProgress(const ProgressResult& r) {
@@ -387,7 +387,7 @@ void Core::CountProgress(const ProgressResult& r) {
 StatusOr<Core::ProgressResult> Core::RecordProgressInTx(const std::string& lease_id,
                                                         const pb::MetricEvent& event) {
   ProgressResult result;
-  Status st = [&]() -> Status {
+  Status st = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(lease_id));
     if (!found) return LeaseNotHeld(lease_id);
     JobRow& job = *found;
@@ -498,7 +498,7 @@ StatusOr<JobEvent> CompleteEvent(const pb::CompleteJobRequest& req) {
 StatusOr<pb::CompleteJobResponse> Core::CompleteJob(const pb::CompleteJobRequest& req) {
   RDATTN_ASSIGN_OR_RETURN(JobEvent event, CompleteEvent(req));
   StatusOr<pb::CompleteJobResponse> resp = RunInTx<pb::CompleteJobResponse>(
-      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CompleteJobInTx(req, event); });
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return CompleteJobInTx(req, event); });
   if (resp.ok()) CountCompletion(*resp);
   return resp;
 }
@@ -508,7 +508,7 @@ void Core::CompleteJobAsync(const pb::CompleteJobRequest& req, Done<pb::Complete
   if (!event.ok()) return done(event.status());
   EnqueueInTx<pb::CompleteJobResponse>(
       [this, req, event = *event]()
-          ABSL_NO_THREAD_SAFETY_ANALYSIS { return CompleteJobInTx(req, event); },
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return CompleteJobInTx(req, event); },
       [this, done = std::move(done)](StatusOr<pb::CompleteJobResponse> r) {
         if (r.ok()) CountCompletion(*r);
         done(std::move(r));
@@ -522,7 +522,7 @@ void Core::CountCompletion(const pb::CompleteJobResponse& r) {
 StatusOr<pb::CompleteJobResponse> Core::CompleteJobInTx(const pb::CompleteJobRequest& req,
                                                         JobEvent event) {
   pb::CompleteJobResponse resp;
-  Status st = [&]() -> Status {
+  Status st = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     RDATTN_ASSIGN_OR_RETURN(std::optional<JobRow> found, store_->FindJobByLease(req.lease_id()));
     if (!found) return LeaseNotHeld(req.lease_id());
     JobRow& job = *found;
@@ -630,7 +630,9 @@ StatusOr<int> Core::ExpireLeasesLocked() {
   int expired = 0;
   int retried = 0;
   RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
-  RDATTN_RETURN_IF_ERROR(Tx([&]() -> Status { return ExpireLeasesInTx(&expired, &retried); }));
+  RDATTN_RETURN_IF_ERROR(Tx([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
+    return ExpireLeasesInTx(&expired, &retried);
+  }));
   if (counters_ != nullptr) {
     if (expired > 0) counters_->LeasesExpired(expired);
     if (retried > 0) counters_->JobsRetried(retried);
@@ -657,29 +659,6 @@ Status Core::ExpireLeasesInTx(int* expired, int* retried) {
     if (next == JobState::kPending) ++*retried;
   }
   return Status::Ok();
-}
-
-StatusOr<StateCounts> Core::ReadStateCounts(absl::Duration retention) {
-  // mu_ serializes every store access, so these reads see one state without a transaction.
-  absl::MutexLock lock(&mu_);
-  const int64_t now = NowMicros();
-  StateCounts out;
-  RDATTN_ASSIGN_OR_RETURN(out.jobs, store_->CountJobsByState());
-  RDATTN_ASSIGN_OR_RETURN(out.sweeps, store_->CountSweepsByState());
-  RDATTN_ASSIGN_OR_RETURN(out.sweep_jobs,
-                          store_->CountSweepJobs(now - absl::ToInt64Microseconds(retention)));
-  RDATTN_ASSIGN_OR_RETURN(std::vector<WorkerRow> workers, store_->ListWorkers());
-  const int64_t alive_since = now - absl::ToInt64Microseconds(options_.lease_ttl);
-  for (const WorkerRow& w : workers) {
-    StateCounts::Worker m;
-    m.id = w.id;
-    m.alive = w.last_seen_us >= alive_since;
-    m.free_slots = std::clamp(w.free_slots, 0, std::max(0, w.slots));
-    m.busy_slots = std::max(0, w.slots) - m.free_slots;
-    out.workers.push_back(std::move(m));
-  }
-  out.checksum_failures = store_->checksum_failures();
-  return out;
 }
 
 }  // namespace rdattn::coordinator
