@@ -36,20 +36,88 @@ constexpr char kDefaultVocabBpe[] = "data/third_party/gpt2/vocab.bpe";
 
 constexpr int kExitUsage = 2;
 
-// A usage error found after parsing (a bad value, flags that do not go together): main() prints
-// it as one line, "rdattn-data: MESSAGE (see --help)", and exits 2.
-struct UsageError {
-  std::string message;
-};
+constexpr int64_t kMaxThreads = 1024;
 
-// The command line, every subcommand's flags in one struct. Integer flags stay text here and
-// are checked by ParseInt (the message names the flag and the range).
+// The command line, every subcommand's flags in one struct. Integer flags are given as text and
+// read by each command's check after parse (common/cli.h CheckAfterParse) into the typed fields
+// below, so a bad value is one usage line "--vocab '0' is not an integer in 1..65536" (exit 2).
 struct Flags {
   std::string tokenizer, vocab_bpe, out, prefix, shard_tokens, split, vocab, eot, bench_tokens,
       threads;
   std::vector<std::string> text, jsonl, val_files, test_files, shards;
   bool stats = false;
+  // Read by the checks: the values the commands use.
+  int64_t shard_tokens_n = 0;  // 0: PrepareOptions' default
+  int threads_n = 0;           // 0: the usable cores
+  SplitMode split_mode = SplitMode::kHash;
+  int64_t vocab_n = 65536, eot_n = 50256, bench_tokens_n = 0;
 };
+
+// "" when `text` is a whole number in [lo, hi] (then *value gets it), else the usage message
+// naming the flag and the range.
+std::string IntegerIn(const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
+                      int64_t* value) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    return flag + " '" + text + "' is not an integer in " + std::to_string(lo) + ".." +
+           std::to_string(hi);
+  }
+  *value = v;
+  return "";
+}
+
+// --tokenizer and --vocab-bpe of `cmd` (prepare, encode, decode).
+std::string CheckTokenizer(const CLI::App& cmd, const Flags& f) {
+  if (f.tokenizer != "gpt2" && f.tokenizer != "byte") {
+    return "--tokenizer '" + f.tokenizer + "': expected gpt2 or byte";
+  }
+  if (f.tokenizer == "byte" && cmd.count("--vocab-bpe") > 0) {
+    return "--vocab-bpe is only for --tokenizer gpt2";
+  }
+  return "";
+}
+
+std::string CheckPrepare(const CLI::App& cmd, Flags& f) {
+  std::string problem;
+  if (cmd.count("--shard-tokens") > 0) {
+    problem = IntegerIn("--shard-tokens", f.shard_tokens, 1, kShardMaxTokens, &f.shard_tokens_n);
+    if (!problem.empty()) return problem;
+  }
+  if (cmd.count("--threads") > 0) {
+    int64_t n = 0;
+    problem = IntegerIn("--threads", f.threads, 1, kMaxThreads, &n);
+    if (!problem.empty()) return problem;
+    f.threads_n = static_cast<int>(n);
+  }
+  const bool text = cmd.count("--text") > 0, jsonl = cmd.count("--jsonl") > 0;
+  if (text && jsonl) return "give either --text or --jsonl, not both";
+  const bool held_out = !f.val_files.empty() || !f.test_files.empty();
+  if (!text && !jsonl && !held_out) return "no inputs: give --text FILE... or --jsonl FILE...";
+  const std::string split = cmd.count("--split") > 0 ? f.split : held_out ? "files" : "hash";
+  if (split != "hash" && split != "files") return "--split '" + split + "': expected hash or files";
+  f.split_mode = split == "hash" ? SplitMode::kHash : SplitMode::kFiles;
+  return CheckTokenizer(cmd, f);
+}
+
+std::string CheckInspect(const CLI::App& cmd, Flags& f) {
+  if (cmd.count("--vocab") > 0) {
+    std::string problem = IntegerIn("--vocab", f.vocab, 1, 65536, &f.vocab_n);
+    if (!problem.empty()) return problem;
+    f.eot_n = f.vocab_n - 1;
+  }
+  if (cmd.count("--eot") > 0) return IntegerIn("--eot", f.eot, 0, 65535, &f.eot_n);
+  return "";
+}
+
+std::string CheckDigest(const CLI::App& cmd, Flags& f) {
+  if (cmd.count("--bench-tokens") > 0) {
+    return IntegerIn("--bench-tokens", f.bench_tokens, 1, kShardMaxTokens, &f.bench_tokens_n);
+  }
+  if (f.shards.empty()) return "digest: give SHARD... or --bench-tokens N";
+  return "";
+}
 
 // A value flag given twice is a usage error here (a second --out is a mistake, not an override);
 // a list flag takes the values up to the next flag and may be repeated.
@@ -107,6 +175,7 @@ void AddCommands(CLI::App& app, Flags& f) {
       ->default_str("hash");
   List(prepare, "--val-files", f.val_files, "inputs of the val split (--split files)");
   List(prepare, "--test-files", f.test_files, "inputs of the test split (--split files)");
+  cli::CheckAfterParse(prepare, [prepare, &f] { return CheckPrepare(*prepare, f); });
 
   CLI::App* inspect = app.add_subcommand(
       "inspect",
@@ -118,6 +187,7 @@ void AddCommands(CLI::App& app, Flags& f) {
       ->default_str("65536 (any uint16)");
   Value(inspect, "--eot", f.eot, "the EOT id (0..65535)")
       ->default_str("N-1 with --vocab, else 50256");
+  cli::CheckAfterParse(inspect, [inspect, &f] { return CheckInspect(*inspect, f); });
 
   CLI::App* digest = app.add_subcommand(
       "digest", "print each shard's content digest and check it against its folder's manifest");
@@ -131,26 +201,18 @@ void AddCommands(CLI::App& app, Flags& f) {
   digest->add_option("SHARD", f.shards, "shard paths or glob patterns")->default_str("");
   Value(digest, "--bench-tokens", f.bench_tokens, "benchmark: tokens of the synthetic shard");
   Value(digest, "--out", f.out, "benchmark: folder of the synthetic shard")->default_str("/tmp");
+  cli::CheckAfterParse(digest, [digest, &f] { return CheckDigest(*digest, f); });
 
   CLI::App* encode = app.add_subcommand(
       "encode", "print the ids of stdin (raw bytes, encoded as ordinary text), space-separated");
   AddTokenizerFlags(encode, f);
   encode->add_flag("--stats", f.stats, "print bytes, tokens and speed on stderr");
+  cli::CheckAfterParse(encode, [encode, &f] { return CheckTokenizer(*encode, f); });
 
   CLI::App* decode =
       app.add_subcommand("decode", "write the bytes of whitespace-separated ids read from stdin");
   AddTokenizerFlags(decode, f);
-}
-
-int64_t ParseInt(const std::string& flag, const std::string& s, int64_t lo, int64_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    throw UsageError{flag + " '" + s + "' is not an integer in " + std::to_string(lo) + ".." +
-                     std::to_string(hi)};
-  }
-  return v;
+  cli::CheckAfterParse(decode, [decode, &f] { return CheckTokenizer(*decode, f); });
 }
 
 int Fail(const Status& s) {
@@ -161,15 +223,9 @@ int Fail(const Status& s) {
 // `cmd`: the subcommand run, which says which flags were given.
 StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromFlags(const CLI::App& cmd, const Flags& f,
                                                         std::string* vocab_path) {
-  const std::string& name = f.tokenizer;
-  if (name != "gpt2" && name != "byte")
-    throw UsageError{"--tokenizer '" + name + "': expected gpt2 or byte"};
-  const bool vocab_given = cmd.count("--vocab-bpe") > 0;
-  *vocab_path = vocab_given ? f.vocab_bpe : kDefaultVocabBpe;
-  if (name == "byte") {
-    if (vocab_given) throw UsageError{"--vocab-bpe is only for --tokenizer gpt2"};
-    vocab_path->clear();
-  }
+  const std::string& name = f.tokenizer;  // gpt2 or byte (CheckTokenizer)
+  *vocab_path = cmd.count("--vocab-bpe") > 0 ? f.vocab_bpe : kDefaultVocabBpe;
+  if (name == "byte") vocab_path->clear();
   auto t = MakeTokenizer(name, *vocab_path);
   if (!t.ok()) return t.status().WithPrefix("--vocab-bpe");
   return t;
@@ -186,8 +242,6 @@ std::string ReadStdin() {
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-
-constexpr int64_t kMaxThreads = 1024;
 
 // The CPUs this process may run on (its affinity mask, e.g. under taskset or a container's
 // cpuset), else what the standard library says, else 1.
@@ -244,28 +298,14 @@ int CmdPrepare(const CLI::App& cmd, const Flags& f) {
   opts.tokenizer = f.tokenizer;
   opts.out_dir = f.out;
   opts.prefix = f.prefix;
-  if (cmd.count("--shard-tokens") > 0)
-    opts.shard_tokens = ParseInt("--shard-tokens", f.shard_tokens, 1, kShardMaxTokens);
-  opts.threads = cmd.count("--threads") > 0
-                     ? static_cast<int>(ParseInt("--threads", f.threads, 1, kMaxThreads))
-                     : UsableCores();
-  const bool text = cmd.count("--text") > 0, jsonl = cmd.count("--jsonl") > 0;
-  if (text && jsonl) throw UsageError{"give either --text or --jsonl, not both"};
+  if (f.shard_tokens_n > 0) opts.shard_tokens = f.shard_tokens_n;
+  opts.threads = f.threads_n > 0 ? f.threads_n : UsableCores();
+  const bool jsonl = cmd.count("--jsonl") > 0;
   opts.kind = jsonl ? InputKind::kJsonl : InputKind::kText;
   opts.inputs = jsonl ? f.jsonl : f.text;
   opts.val_files = f.val_files;
   opts.test_files = f.test_files;
-  const bool held_out = !opts.val_files.empty() || !opts.test_files.empty();
-  if (!text && !jsonl && !held_out)
-    throw UsageError{"no inputs: give --text FILE... or --jsonl FILE..."};
-  const std::string split = cmd.count("--split") > 0 ? f.split : held_out ? "files" : "hash";
-  if (split == "hash") {
-    opts.split_mode = SplitMode::kHash;
-  } else if (split == "files") {
-    opts.split_mode = SplitMode::kFiles;
-  } else {
-    throw UsageError{"--split '" + split + "': expected hash or files"};
-  }
+  opts.split_mode = f.split_mode;
   std::string vocab_path;
   auto tok = TokenizerFromFlags(cmd, f, &vocab_path);
   if (!tok.ok()) return Fail(tok.status());
@@ -297,10 +337,7 @@ int CmdPrepare(const CLI::App& cmd, const Flags& f) {
 }
 
 int CmdInspect(const CLI::App& cmd, const Flags& f) {
-  const bool vocab_given = cmd.count("--vocab") > 0;
-  const int64_t vocab = vocab_given ? ParseInt("--vocab", f.vocab, 1, 65536) : 65536;
-  int64_t eot = vocab_given ? vocab - 1 : 50256;
-  if (cmd.count("--eot") > 0) eot = ParseInt("--eot", f.eot, 0, 65535);
+  const int64_t vocab = f.vocab_n, eot = f.eot_n;
   auto paths = ExpandShardPaths(f.shards);
   if (!paths.ok()) return Fail(paths.status());
   int bad = 0;
@@ -341,7 +378,7 @@ int CmdInspect(const CLI::App& cmd, const Flags& f) {
 }
 
 int CmdDigestBench(const Flags& f) {
-  const int64_t n = ParseInt("--bench-tokens", f.bench_tokens, 1, kShardMaxTokens);
+  const int64_t n = f.bench_tokens_n;
   const std::string dir = f.out.empty() ? "/tmp" : f.out;
   const std::string path = dir + "/rdattn_digest_bench_" + std::to_string(::getpid()) + ".bin";
   {
@@ -402,7 +439,6 @@ int CmdDigestBench(const Flags& f) {
 
 int CmdDigest(const CLI::App& cmd, const Flags& f) {
   if (cmd.count("--bench-tokens") > 0) return CmdDigestBench(f);
-  if (f.shards.empty()) throw UsageError{"digest: give SHARD... or --bench-tokens N"};
   auto paths = ExpandShardPaths(f.shards);
   if (!paths.ok()) return Fail(paths.status());
   int bad = 0;
@@ -509,13 +545,9 @@ int main(int argc, char** argv) {
   if (const int code = cli::Parse(app, args, kExitUsage); code >= 0) return code;
   const CLI::App& cmd = *app.get_subcommands().front();
   const std::string name = cmd.get_name();
-  try {
-    if (name == "prepare") return CmdPrepare(cmd, flags);
-    if (name == "inspect") return CmdInspect(cmd, flags);
-    if (name == "digest") return CmdDigest(cmd, flags);
-    if (name == "encode") return CmdEncode(cmd, flags);
-    return CmdDecode(cmd, flags);
-  } catch (const UsageError& e) {
-    return cli::Usage(app, e.message, kExitUsage);
-  }
+  if (name == "prepare") return CmdPrepare(cmd, flags);
+  if (name == "inspect") return CmdInspect(cmd, flags);
+  if (name == "digest") return CmdDigest(cmd, flags);
+  if (name == "encode") return CmdEncode(cmd, flags);
+  return CmdDecode(cmd, flags);
 }
