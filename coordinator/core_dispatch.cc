@@ -80,12 +80,14 @@ std::vector<std::function<void()>> Core::DispatchRound() {
   int retried = 0;
   Status st = EnsureMemoryState();
   if (st.ok()) {
-    st = Tx([&]() -> Status {
+    st = Tx([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
       // 1. The operations, in arrival order, each in its savepoint.
       for (size_t i = 0; i < ops.size(); ++i) results[i] = InSavepoint(ops[i].apply);
       // 2. Lease expiry, after the heartbeats that arrived before it.
       if (reap) {
-        Status r = InSavepoint([&] { return ExpireLeasesInTx(&expired, &retried); });
+        Status r = InSavepoint([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return ExpireLeasesInTx(&expired, &retried);
+        });
         if (!r.ok()) RDATTN_LOG(kError) << "lease reaper: " << r.ToString();
       }
       // 3. Matching: each waiting poll, oldest first, is offered the job the scheduler picks
@@ -104,11 +106,11 @@ std::vector<std::function<void()>> Core::DispatchRound() {
       std::optional<ClusterView> cluster;  // read once per round, when a poll is offered a job
       absl::Time earliest = absl::InfiniteFuture();
       using WaiterIt = std::list<std::shared_ptr<LeaseWait>>::iterator;
-      auto remove = [&](WaiterIt it) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      auto remove = [&](WaiterIt it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         if ((*it)->caller_left) --sync_waiters_;
         return waiters_.erase(it);
       };
-      auto take = [&](WaiterIt it, pb::LeaseJobResponse resp) {
+      auto take = [&](WaiterIt it, pb::LeaseJobResponse resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         leased.emplace_back(*it, std::move(resp));
         return remove(it);
       };

@@ -128,7 +128,7 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
   row.create_us = NowMicros();
   row.update_us = row.create_us;
   std::optional<SweepRow> raced;
-  Status st = Tx([&]() -> Status {
+  Status st = Tx([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     // A concurrent submission with the same request_id may have won while we expanded.
     RDATTN_ASSIGN_OR_RETURN(raced, store_->FindSweepByRequestId(req.request_id()));
     if (raced) return Status::Ok();
@@ -297,7 +297,7 @@ StatusOr<pb::CancelSweepResponse> Core::CancelSweep(
   if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
   absl::MutexLock lock(&mu_);
   SweepRow sweep;
-  Status st = Tx([&]() -> Status {
+  Status st = Tx([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     RDATTN_ASSIGN_OR_RETURN(sweep, store_->GetSweep(req.sweep_id()));
     if (required_owner && sweep.owner != *required_owner) {
       return Status(
