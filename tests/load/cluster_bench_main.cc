@@ -485,6 +485,9 @@ class Scheduler {
 
 struct Flags {
   rdattn::cli::ConnectionFlags connection;
+  // Read by the check after parse from --reader-view and --probe-jobs.
+  pb::SweepView reader_view_value = pb::SWEEP_VIEW_UNSPECIFIED;
+  std::vector<int> probe_sizes;
   std::string worker_token;
   int workers = 100;
   int jobs = 1000;
@@ -1548,6 +1551,8 @@ int RunProbe(Bench& b, const std::string& address, const std::vector<int>& sizes
 // ------------------------------------------------------------------------------------------
 
 void AddFlags(CLI::App& app, Flags& f) {
+  const CLI::Validator positive =
+      rdattn::cli::NumberWhere([](double v) { return v > 0; }, "must be > 0");
   rdattn::cli::ConnectionFlagsSpec connection;
   connection.ca_cert = false;  // the bench speaks plaintext
   rdattn::cli::AddConnectionFlags(&app, &f.connection, connection);
@@ -1556,16 +1561,18 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--workers", f.workers, "simulated workers W")
       ->check(rdattn::cli::PositiveInteger());
   app.add_option("--jobs", f.jobs, "jobs J of the one sweep (even: J/2 seeds x {block, rd})")
-      ->check(rdattn::cli::PositiveInteger());
+      ->check(rdattn::cli::PositiveInteger())
+      ->check(rdattn::cli::NumberWhere([](double v) { return std::fmod(v, 2) == 0; },
+                                       "must be even (J/2 seeds x the arms block and rd)"));
   app.add_option("--slots", f.slots, "rank slots of each worker")
       ->check(rdattn::cli::PositiveInteger());
   app.add_option("--heartbeat-seconds", f.heartbeat_seconds, "heartbeat interval of each worker")
-      ->check(rdattn::cli::NonNegativeNumber());
+      ->check(positive);
   app.add_option("--lease-wait-seconds", f.lease_wait_seconds,
                  "LeaseJob's wait (long poll); its deadline is 10 s longer")
       ->check(rdattn::cli::NonNegativeNumber());
   app.add_option("--job-seconds", f.job_seconds, "how long each simulated job runs (14 events)")
-      ->check(rdattn::cli::NonNegativeNumber());
+      ->check(positive);
   app.add_option("--idle-seconds", f.idle_seconds,
                  "idle phase: every worker registered and polling, no job yet; 0: none")
       ->check(rdattn::cli::NonNegativeNumber());
@@ -1584,9 +1591,11 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "GetSweep view of the readers and the probe: auto (SUMMARY when the proto has "
                  "it, else FULL), basic, summary, full");
   app.add_option("--rpc-timeout", f.rpc_timeout,
-                 "deadline of unary calls other than LeaseJob and Heartbeat, seconds");
+                 "deadline of unary calls other than LeaseJob and Heartbeat, seconds")
+      ->check(positive);
   app.add_option("--max-seconds", f.max_seconds,
-                 "the run stops waiting for jobs this long after the submission");
+                 "the run stops waiting for jobs this long after the submission")
+      ->check(positive);
   app.add_option("--coordinator-pid", f.coordinator_pid,
                  "the coordinator's pid: CPU, RSS and threads from /proc every 0.5 s")
       ->check(rdattn::cli::NonNegativeInteger());
@@ -1600,6 +1609,30 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--probe-samples", f.probe_samples, "jobs leased, run and completed per size")
       ->check(rdattn::cli::PositiveInteger());
   app.add_option("--label", f.label, "free text copied into the JSON (e.g. the commit)");
+  rdattn::cli::CheckAfterParse(&app, [&f]() -> std::string {
+    if (f.channels > f.workers) return "--channels must be at most --workers";
+    if (!ParseView(f.reader_view, &f.reader_view_value)) {
+      return "--reader-view: '" + f.reader_view + "' is not auto, basic, summary or full" +
+             (pb::SweepView_Parse("SWEEP_VIEW_SUMMARY", &f.reader_view_value)
+                  ? ""
+                  : " (this build's proto has no SUMMARY view)");
+    }
+    std::stringstream ss(f.probe_jobs);
+    std::string part;
+    while (!f.probe_jobs.empty() && std::getline(ss, part, ',')) {
+      int n = 0;
+      try {
+        size_t used = 0;
+        n = std::stoi(part, &used);
+        if (used != part.size()) n = 0;
+      } catch (const std::exception&) {
+        n = 0;
+      }
+      if (n < 2 || n % 2 != 0) return "--probe-jobs: '" + part + "' is not an even number >= 2";
+      f.probe_sizes.push_back(n);
+    }
+    return "";
+  });
 }
 
 constexpr int kExitUsage = 2;
@@ -1623,35 +1656,8 @@ int main(int argc, char** argv) {
   auto usage = [&app](const std::string& message) {
     return rdattn::cli::Usage(app, message, kExitUsage);
   };
-  if (f.jobs % 2 != 0) return usage("--jobs must be even (J/2 seeds x the arms block and rd)");
-  if (!(f.heartbeat_seconds > 0)) return usage("--heartbeat-seconds must be > 0");
-  if (!(f.job_seconds > 0)) return usage("--job-seconds must be > 0");
-  if (!(f.rpc_timeout > 0)) return usage("--rpc-timeout must be > 0");
-  if (!(f.max_seconds > 0)) return usage("--max-seconds must be > 0");
-  if (f.channels > f.workers) return usage("--channels must be at most --workers");
-  if (!ParseView(f.reader_view, &b.reader_view))
-    return usage("--reader-view: '" + f.reader_view + "' is not auto, basic, summary or full" +
-                 (pb::SweepView_Parse("SWEEP_VIEW_SUMMARY", &b.reader_view)
-                      ? ""
-                      : " (this build's proto has no SUMMARY view)"));
-  std::vector<int> probe_sizes;
-  if (!f.probe_jobs.empty()) {
-    std::stringstream ss(f.probe_jobs);
-    std::string part;
-    while (std::getline(ss, part, ',')) {
-      int n = 0;
-      try {
-        size_t used = 0;
-        n = std::stoi(part, &used);
-        if (used != part.size()) n = 0;
-      } catch (const std::exception&) {
-        n = 0;
-      }
-      if (n < 2 || n % 2 != 0)
-        return usage("--probe-jobs: '" + part + "' is not an even number >= 2");
-      probe_sizes.push_back(n);
-    }
-  }
+  b.reader_view = f.reader_view_value;
+  const std::vector<int>& probe_sizes = f.probe_sizes;
   rdattn::StatusOr<rdattn::cli::Connection> connection =
       rdattn::cli::ResolveConnection(f.connection);
   if (!connection.ok()) return usage(connection.status().message());

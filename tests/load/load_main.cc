@@ -479,23 +479,36 @@ struct Flags {
 };
 
 void AddFlags(CLI::App& app, Flags& f) {
+  using rdattn::cli::NumberWhere;
+  const CLI::Validator positive = NumberWhere([](double v) { return v > 0; }, "must be > 0");
+  const CLI::Validator non_negative = NumberWhere([](double v) { return v >= 0; }, "must be >= 0");
   rdattn::cli::AddConnectionFlags(&app, &f.connection, {});
   app.add_option("--clients", f.clients,
-                 "concurrent clients (threads, each with two watcher threads per cycle)");
+                 "concurrent clients (threads, each with two watcher threads per cycle)")
+      ->check(NumberWhere([](double v) { return v >= 1; }, "must be at least 1"));
   app.add_option("--channels", f.channels,
                  "gRPC channels (each its own TCP connection) the clients share; 0: one per "
-                 "client");
+                 "client")
+      ->check(non_negative);
   app.add_option("--seconds", f.seconds,
-                 "how long clients start new cycles; cycles in flight then finish");
-  app.add_option("--gets", f.gets, "GetSweep (full view) calls per cycle");
-  app.add_option("--lists", f.lists, "ListSweeps calls per cycle");
-  app.add_option("--page-size", f.page_size, "ListSweeps page size");
+                 "how long clients start new cycles; cycles in flight then finish")
+      ->check(positive);
+  app.add_option("--gets", f.gets, "GetSweep (full view) calls per cycle")->check(non_negative);
+  app.add_option("--lists", f.lists, "ListSweeps calls per cycle")->check(non_negative);
+  app.add_option("--page-size", f.page_size, "ListSweeps page size")
+      ->check(NumberWhere([](double v) { return v >= 1; }, "must be >= 1"));
   app.add_option("--think-ms", f.think_ms,
                  "pause between a client's consecutive calls, uniform in [0.5, 1.5] x this (not "
-                 "timed); 0: closed loop, every call right after the previous one");
-  app.add_option("--rpc-timeout", f.rpc_timeout, "deadline of each unary call, seconds");
-  app.add_option("--watch-timeout", f.watch_timeout, "deadline of each WatchSweep stream, seconds");
+                 "timed); 0: closed loop, every call right after the previous one")
+      ->check(non_negative);
+  app.add_option("--rpc-timeout", f.rpc_timeout, "deadline of each unary call, seconds")
+      ->check(positive);
+  app.add_option("--watch-timeout", f.watch_timeout, "deadline of each WatchSweep stream, seconds")
+      ->check(positive);
   app.add_option("--json", f.json, "also write the results to this JSON file");
+  rdattn::cli::CheckAfterParse(&app, [&f]() -> std::string {
+    return f.channels <= f.clients ? "" : "--channels must be in [0, --clients]";
+  });
 }
 
 }  // namespace
@@ -515,23 +528,13 @@ int main(int argc, char** argv) {
 
   const std::string address = flags.connection.coordinator;
   const int clients = flags.clients;
-  if (clients < 1) return usage("--clients must be at least 1");
   const int channels = flags.channels == 0 ? clients : flags.channels;
-  if (channels < 1 || channels > clients) return usage("--channels must be in [0, --clients]");
   const double seconds = flags.seconds;
-  if (!(seconds > 0)) return usage("--seconds must be > 0");
   Options options;
   options.gets = flags.gets;
   options.lists = flags.lists;
   options.page_size = flags.page_size;
   options.think_ms = flags.think_ms;
-  if (!(options.think_ms >= 0)) return usage("--think-ms must be >= 0");
-  if (options.gets < 0 || options.lists < 0 || options.page_size < 1) {
-    return usage("--gets and --lists must be >= 0, --page-size >= 1");
-  }
-  if (!(flags.rpc_timeout > 0) || !(flags.watch_timeout > 0)) {
-    return usage("--rpc-timeout and --watch-timeout must be > 0");
-  }
   options.rpc_timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.rpc_timeout * 1000));
   options.watch_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(flags.watch_timeout * 1000));
