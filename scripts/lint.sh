@@ -5,14 +5,19 @@
 #  - shellcheck -x on the shell scripts of scripts/, deploy/slurm/, tests/lint/ and tests/debian13/;
 #  - tidy: clang-tidy (.clang-tidy) on the non-LibTorch sources of common/ model/ runspec/ proto/contract/
 #    worker/ coordinator/ client/ (tests/lint/tidy_test.sh). It needs BUILD_DIR's
-#    compile_commands.json and generated headers, so run it after a build.
+#    compile_commands.json and generated headers, so run it after a build;
+#  - locks: the same sources compiled with clang++ -fsyntax-only -Wthread-safety -Werror
+#    (tests/lint/thread_safety_test.py): an ABSL_GUARDED_BY member touched without its lock fails.
+#    It needs the build too.
 # Each check names the files that fail and the command that fixes them; all of them run, and the
 # script exits 1 if any failed (2 if a tool is missing).
 #
-#   scripts/lint.sh [--no-tidy] [BUILD_DIR]   BUILD_DIR defaults to build/
+#   scripts/lint.sh [--no-tidy] [BUILD_DIR]   BUILD_DIR defaults to build/; --no-tidy skips the
+#                                             two checks that compile (tidy, locks)
 #
 # scripts/test.sh (CI) runs it as its `lint` phase, after the build. Without tidy it takes a few
-# seconds; tidy takes about 4 min on 2 cores (RDATTN_JOBS sets its parallelism; docs/build.md).
+# seconds; tidy takes about 4 min on 2 cores, locks about 2 min (RDATTN_JOBS sets their
+# parallelism; docs/build.md).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 want_tidy=1
@@ -21,7 +26,7 @@ for a in "$@"; do
   case "$a" in
     --no-tidy) want_tidy=0 ;;
     -h | --help)
-      sed -n 2,15p "$0"
+      sed -n 2,20p "$0"
       exit 0
       ;;
     -*)
@@ -84,6 +89,15 @@ if [ "$want_tidy" -eq 1 ]; then
   status tidy $?
 else
   echo "lint: tidy: skipped (--no-tidy)"
+fi
+
+# --- locks (clang -Wthread-safety) ----------------------------------------------------------------
+if [ "$want_tidy" -eq 1 ]; then
+  echo "lint: locks: clang++ -Wthread-safety on the non-LibTorch sources, compilation database $build"
+  python3 tests/lint/thread_safety_test.py "$root" "$build" --jobs "${RDATTN_JOBS:-2}"
+  status locks $?
+else
+  echo "lint: locks: skipped (--no-tidy)"
 fi
 
 if [ "${#failed[@]}" -gt 0 ]; then

@@ -51,31 +51,13 @@ left_out=(
 )
 
 # The translation units: every entry of the database inside the tree, minus build outputs
-# (generated code), LibTorch TUs (30-85 s each only to parse) and the left-out files.
+# (generated code), LibTorch TUs (30-85 s each only to parse) and the left-out files
+# (lint_units.py, shared with thread_safety_test.py).
 if [ $# -gt 0 ]; then
   files=("$@")
 else
   skip=$(printf '%s\n' "${left_out[@]}" | awk '{print $1}')
-  mapfile -t files < <(
-    python3 - "$db" "$root" "$build" "$skip" "${dirs[@]}" <<'EOF'
-import json, os, sys
-db, root, build, skip, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(), sys.argv[5:]
-seen = set()
-for e in json.load(open(db)):
-    path = os.path.normpath(os.path.join(e.get("directory", ""), e["file"]))
-    rel = os.path.relpath(path, root)
-    command = e.get("command") or " ".join(e.get("arguments", []))
-    if rel.startswith("..") or path.startswith(build + os.sep) or rel in seen:
-        continue
-    if not any(rel.startswith(d) for d in dirs) or rel in skip:
-        continue
-    if "/torch/csrc/api/include" in command or "/include/torch" in command:
-        continue
-    if os.path.exists(path):
-        seen.add(rel)
-        print(rel)
-EOF
-  )
+  mapfile -t files < <(python3 "$(dirname "$0")/lint_units.py" "$db" "$root" "$build" "$skip" "${dirs[@]}")
 fi
 if [ "${#files[@]}" -eq 0 ]; then
   echo "tidy_test: no translation units to lint in $db" >&2
