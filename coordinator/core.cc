@@ -339,11 +339,12 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
   OnJobChanged(job, from, /*inserted=*/false);
   if (from == t.new_state) return t.new_state;
 
-  RDATTN_LOG(kInfo) << "job " << job.id << ": " << JobStateName(from) << " -> "
-                    << JobStateName(t.new_state) << " on " << JobEventName(event) << " (attempt "
-                    << job.attempts << ")"
-                    << (ctx.reason.empty() ? ""
-                                           : ": " + ctx.reason.substr(0, ctx.reason.find('\n')));
+  RDATTN_LOG(kInfo).Job(job.id) << JobStateName(from) << " -> " << JobStateName(t.new_state)
+                                << " on " << JobEventName(event) << " (attempt " << job.attempts
+                                << ")"
+                                << (ctx.reason.empty()
+                                        ? ""
+                                        : ": " + ctx.reason.substr(0, ctx.reason.find('\n')));
   EventRow row;
   row.sweep_id = job.sweep_id;
   row.job_id = job.id;

@@ -142,15 +142,15 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLeaseInTx(const WorkerRow
                    : StatusOr<std::vector<int64_t>>(job.status());
       if (!milestones.ok()) {
         if (milestones.status().code() != StatusCode::kDataLoss) return milestones.status();
-        RDATTN_LOG(kError) << "job " << pick->job_id
-                           << " is not leased: " << milestones.status().message();
+        RDATTN_LOG(kError).Job(pick->job_id) << "not leased: " << milestones.status().message();
         queue_.Remove(pick->job_id);
         continue;
       }
       if (job->state != JobState::kPending) {
         // The queue disagrees with the store: a defect. Rebuild it and pick again.
-        RDATTN_LOG(kError) << "job " << pick->job_id << " was in the pending queue but is "
-                           << JobStateName(job->state) << "; rebuilding the queue";
+        RDATTN_LOG(kError).Job(pick->job_id)
+            << "was in the pending queue but is " << JobStateName(job->state)
+            << "; rebuilding the queue";
         InvalidateMemoryState();
         RDATTN_RETURN_IF_ERROR(EnsureMemoryState());
         continue;
@@ -185,7 +185,7 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLeaseInTx(const WorkerRow
   }
   RDATTN_RETURN_IF_ERROR(st);
   if (out) {
-    RDATTN_LOG(kDebug) << "leased " << out->job().job_id() << " to " << worker.id;
+    RDATTN_LOG(kDebug).Job(out->job().job_id()) << "leased to " << worker.id;
   }
   return out;
 }
@@ -553,7 +553,7 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJobInTx(const pb::CompleteJobReq
           ctx.reason = "attempt " + std::to_string(job.attempts) + " on worker " + job.worker_id +
                        " reported SUCCEEDED, but " + incomplete;
           ctx.message = ctx.reason + (req.message().empty() ? "" : "; worker: " + req.message());
-          RDATTN_LOG(kWarning) << "job " << job.id << ": " << ctx.reason;
+          RDATTN_LOG(kWarning).Job(job.id) << ctx.reason;
         } else {
           ctx.reason = FailureReason(
               job, req, std::max(1, options_.machine_failure_factor) * job.max_attempts);
@@ -562,8 +562,7 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJobInTx(const pb::CompleteJobReq
       case JobEvent::kCompleteMachineFailed:
         ctx.reason = FailureReason(job, req,
                                    std::max(1, options_.machine_failure_factor) * job.max_attempts);
-        RDATTN_LOG(kWarning) << "job " << job.id << ": "
-                             << ctx.reason.substr(0, ctx.reason.find('\n'));
+        RDATTN_LOG(kWarning).Job(job.id) << ctx.reason.substr(0, ctx.reason.find('\n'));
         break;
       case JobEvent::kCompletePreempted:
         ctx.reason =
@@ -653,7 +652,7 @@ Status Core::ExpireLeasesInTx(int* expired, int* retried) {
     ctx.outcome = "LEASE_EXPIRED";
     ctx.reason = "lease expired on worker " + job.worker_id + " (attempt " +
                  std::to_string(job.attempts) + ")";
-    RDATTN_LOG(kWarning) << "job " << job.id << ": " << ctx.reason;
+    RDATTN_LOG(kWarning).Job(job.id) << ctx.reason;
     RDATTN_ASSIGN_OR_RETURN(JobState next, ApplyJobEvent(job, JobEvent::kLeaseExpired, ctx));
     ++*expired;
     if (next == JobState::kPending) ++*retried;
