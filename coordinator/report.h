@@ -1,9 +1,12 @@
 // The paired report of a sweep (GetReport), built from stored data only (no store access, no
-// clock): the store's rows become a stats::ReportInput (one RunResult per job), the statistics
-// library builds the tables (coordinator/stats/tables.h, docs/report.md), and they are turned
-// into the pb::Report message and, unless asked not to, rendered into files: report.md with
-// four PNG plots drawn by gnuplot in a temporary folder (removed afterwards), the CSV files and
-// report.json. Missing data is listed in Report.missing, never dropped.
+// clock), in three steps, each in a file of its own:
+//   report_input.h  the store's rows (ReportSource) -> stats::ReportInput, one RunResult per job;
+//                   the statistics library builds the tables (coordinator/stats/tables.h)
+//   report_proto.h  the tables -> the pb::Report message (docs/report.md, "Mapping to proto")
+//   report_files.h  unless asked not to, the files: report.md with four PNG plots drawn by
+//                   gnuplot in a temporary folder (removed afterwards), the CSVs and report.json
+// BuildReport, here, is the one entry point. Missing data is listed in Report.missing, never
+// dropped.
 //
 // Core::GetReport copies a ReportSource under its mutex and calls BuildReport without it, so a
 // long bootstrap or a slow gnuplot never blocks the other handlers. The gnuplot binary and the
@@ -12,31 +15,17 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <set>
 #include <string>
-#include <vector>
 
-#include "coordinator/stats/tables.h"
-#include "coordinator/store.h"
+#include "coordinator/report_input.h"  // ReportSource, and the input's helpers callers use
 #include "rdattn/v1/coordinator.pb.h"
-#include "rdattn/v1/sweep.pb.h"
 
 namespace rdattn::coordinator {
 
 inline constexpr double kDefaultConfidenceLevel = 0.95;
 inline constexpr int kDefaultBootstrapResamples = 10000;
 inline constexpr int kMaxBootstrapResamples = 1000000;
-
-// What the report is built from: a copy of the store's rows.
-struct ReportSource {
-  SweepRow sweep;
-  std::vector<JobRow> jobs;  // every job of the sweep, in creation order
-  // The sweep's metric events of kinds INIT, TRAIN_STEP, EVAL and FINISHED, in seq order
-  // (other kinds are ignored).
-  std::vector<EventRow> events;
-  std::optional<pb::SequentialState> sequential;  // with a seed policy: its design and looks
-};
 
 struct ReportOptions {
   std::string reference_arm;  // empty: the sweep's (SweepSpec.reference_arm, else "block")
@@ -58,21 +47,6 @@ struct ReportOptions {
   // is $TMPDIR, read once in main); empty: /tmp.
   std::string temp_parent = "/tmp";
 };
-
-// The bootstrap seed of a sweep's report: FNV-1a 64 of the sweep id (offset basis
-// 0xcbf29ce484222325, prime 0x100000001b3), so every report of a sweep draws the same resamples.
-uint64_t ReportBootstrapSeed(const std::string& sweep_id);
-
-// Milestones (tokens) at which a job's run evaluates: its configured milestones reached
-// before it stops, and the last step (docs/trainer.md). Empty when the RunSpec does not parse.
-std::vector<int64_t> ExpectedMilestones(const pb::RunSpec& run);
-
-// The statistics library's input (docs/report.md "Using it"): scales, arms, seeds and controls
-// from the SweepSpec, milestones from the main jobs' schedules, one RunResult per job.
-stats::ReportInput MakeStatsInput(const ReportSource& source, const std::string& reference_arm);
-
-// ReportTables -> pb::Report (docs/report.md, "Mapping to proto"). Undefined numbers are NaN.
-pb::Report ReportToProto(const stats::ReportTables& tables, int64_t now_us);
 
 // The whole GetReport answer. Never fails: a rendering problem (gnuplot missing, no temporary
 // folder) leaves the images out, says so in report.md and in `warning`.

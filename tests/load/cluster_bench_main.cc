@@ -579,7 +579,7 @@ struct Bench {
     ctx->set_deadline(std::chrono::system_clock::now() + timeout);
   }
 
-  // The milestones the coordinator expects a val NLL for (report.cc ExpectedMilestones: the
+  // The milestones the coordinator expects a val NLL for (report_input.cc ExpectedMilestones: the
   // resolved schedule's EvalMilestones), cached by schedule.
   std::vector<rdattn::EvalMilestone> Milestones(const pb::RunSpec& run) {
     std::string key;
