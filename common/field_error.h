@@ -40,6 +40,12 @@ inline Status FieldErrorStatus(const std::vector<FieldError>& errors) {
   return Status(StatusCode::kInvalidArgument, JoinFieldErrors(errors), errors);
 }
 
+// One field's error as a Status: INVALID_ARGUMENT "path: reason", carrying the error (so the RPC
+// boundary sends it as a BadRequest violation like any list of them).
+inline Status FieldErrorStatus(std::string path, std::string reason) {
+  return FieldErrorStatus(std::vector<FieldError>{{std::move(path), std::move(reason)}});
+}
+
 // "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".
 inline std::string FieldPath(std::string_view path, std::string_view key) {
   return path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/field_error.h"
 #include "common/log.h"
 #include "coordinator/core.h"
 #include "coordinator/proto_convert.h"
@@ -38,7 +39,7 @@ StatusOr<int64_t> ParsePageToken(const std::string& token) {
       if (seq > 0) return seq;
     }
   }
-  return InvalidArgumentError("page_token: not a token this server issued");
+  return FieldErrorStatus("page_token", "not a token this server issued");
 }
 
 }  // namespace
@@ -155,19 +156,19 @@ StatusOr<pb::SubmitSweepResponse> Core::SubmitSweep(const pb::SubmitSweepRequest
 }
 
 StatusOr<pb::GetSweepResponse> Core::GetSweep(const pb::GetSweepRequest& req) {
-  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  if (req.sweep_id().empty()) return FieldErrorStatus("sweep_id", "required");
   const pb::SweepView view =
       req.view() == pb::SWEEP_VIEW_UNSPECIFIED ? pb::SWEEP_VIEW_FULL : req.view();
   if (!pb::SweepView_IsValid(view)) {
-    return InvalidArgumentError("view: unknown view " + std::to_string(req.view()));
+    return FieldErrorStatus("view", "unknown view " + std::to_string(req.view()));
   }
   if (req.page_size() < 0) {
-    return InvalidArgumentError("page_size: must be >= 0, got " + std::to_string(req.page_size()));
+    return FieldErrorStatus("page_size", "must be >= 0, got " + std::to_string(req.page_size()));
   }
   if (view != pb::SWEEP_VIEW_FULL && (req.page_size() != 0 || !req.page_token().empty())) {
-    return InvalidArgumentError(std::string(req.page_size() != 0 ? "page_size" : "page_token") +
-                                ": pages are of the full view's jobs; view is " +
-                                pb::SweepView_Name(view));
+    return FieldErrorStatus(
+        req.page_size() != 0 ? "page_size" : "page_token",
+        "pages are of the full view's jobs; view is " + pb::SweepView_Name(view));
   }
   RDATTN_ASSIGN_OR_RETURN(const int64_t after_seq,
                           ParseJobPageToken(req.sweep_id(), req.page_token()));
@@ -185,11 +186,12 @@ StatusOr<pb::GetSweepResponse> Core::GetSweep(const pb::GetSweepRequest& req) {
     // A page of jobs in creation order (docs/coordinator.md "Reading big sweeps"). page_size 0:
     // every job, as before paging, while that fits one reply.
     if (req.page_size() == 0 && sweep.job_counts().total() > kMaxJobsUnpaged) {
-      return InvalidArgumentError(
-          "page_size: 0 asks for all " + std::to_string(sweep.job_counts().total()) +
-          " jobs of sweep " + row.id + " in one reply, more than " +
-          std::to_string(kMaxJobsUnpaged) + "; page through them (page_size at most " +
-          std::to_string(kMaxJobsPerPage) + ", then next_page_token)");
+      return FieldErrorStatus("page_size",
+                              "0 asks for all " + std::to_string(sweep.job_counts().total()) +
+                                  " jobs of sweep " + row.id + " in one reply, more than " +
+                                  std::to_string(kMaxJobsUnpaged) +
+                                  "; page through them (page_size at most " +
+                                  std::to_string(kMaxJobsPerPage) + ", then next_page_token)");
     }
     const int page =
         req.page_size() == 0 ? kMaxJobsUnpaged : std::min(req.page_size(), kMaxJobsPerPage);
@@ -204,13 +206,12 @@ StatusOr<pb::GetSweepResponse> Core::GetSweep(const pb::GetSweepRequest& req) {
 }
 
 StatusOr<pb::ListSweepsResponse> Core::ListSweeps(const pb::ListSweepsRequest& req) {
-  if (req.page_size() < 0) return InvalidArgumentError("page_size: must be >= 0");
+  if (req.page_size() < 0) return FieldErrorStatus("page_size", "must be >= 0");
   SweepFilter filter;
   filter.owner = req.owner();
   for (int i = 0; i < req.states_size(); ++i) {
     StatusOr<SweepState> st = SweepStateFromProto(req.states(i));
-    if (!st.ok())
-      return InvalidArgumentError("states[" + std::to_string(i) + "]: not a sweep state");
+    if (!st.ok()) return FieldErrorStatus("states[" + std::to_string(i) + "]", "not a sweep state");
     filter.states.push_back(*st);
   }
   RDATTN_ASSIGN_OR_RETURN(filter.before_seq, ParsePageToken(req.page_token()));
@@ -234,7 +235,7 @@ StatusOr<pb::ListSweepsResponse> Core::ListSweeps(const pb::ListSweepsRequest& r
 
 Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
                         const CancelledFn& cancelled) {
-  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  if (req.sweep_id().empty()) return FieldErrorStatus("sweep_id", "required");
   int64_t cursor = static_cast<int64_t>(std::min<uint64_t>(req.after_seq(), INT64_MAX));
   SweepWatches* watch = nullptr;  // the sweep's entry in watches_ (std::map: it stays put)
   {
@@ -294,7 +295,7 @@ Status Core::WatchSweep(const pb::WatchSweepRequest& req, const SendFn& send,
 
 StatusOr<pb::CancelSweepResponse> Core::CancelSweep(
     const pb::CancelSweepRequest& req, const std::optional<std::string>& required_owner) {
-  if (req.sweep_id().empty()) return InvalidArgumentError("sweep_id: required");
+  if (req.sweep_id().empty()) return FieldErrorStatus("sweep_id", "required");
   absl::MutexLock lock(&mu_);
   SweepRow sweep;
   Status st = Tx([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
@@ -359,8 +360,9 @@ StatusOr<pb::GetReportResponse> Core::GetReport(const pb::GetReportRequest& req)
     const bool known =
         std::find(spec.arms().begin(), spec.arms().end(), req.reference_arm()) != spec.arms().end();
     if (!known) {
-      return InvalidArgumentError("reference_arm: '" + req.reference_arm() +
-                                  "' is not a main arm of sweep " + source.sweep.id);
+      return FieldErrorStatus(
+          "reference_arm",
+          "'" + req.reference_arm() + "' is not a main arm of sweep " + source.sweep.id);
     }
   }
   return BuildReport(source, options);

@@ -192,10 +192,10 @@ StatusOr<std::optional<pb::LeaseJobResponse>> Core::TryLeaseInTx(const WorkerRow
 
 namespace {
 Status CheckLeaseJobRequest(const pb::LeaseJobRequest& req) {
-  if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
-  if (req.free_slots() < 0) return InvalidArgumentError("free_slots: must be >= 0");
+  if (req.worker_id().empty()) return FieldErrorStatus("worker_id", "required");
+  if (req.free_slots() < 0) return FieldErrorStatus("free_slots", "must be >= 0");
   if (FromProto(req.wait()) < absl::ZeroDuration()) {
-    return InvalidArgumentError("wait: must be >= 0");
+    return FieldErrorStatus("wait", "must be >= 0");
   }
   return Status::Ok();
 }
@@ -284,13 +284,13 @@ StatusOr<pb::LeaseJobResponse> Core::LeaseJob(const pb::LeaseJobRequest& req,
 }
 
 StatusOr<pb::HeartbeatResponse> Core::Heartbeat(const pb::HeartbeatRequest& req) {
-  if (req.worker_id().empty()) return InvalidArgumentError("worker_id: required");
+  if (req.worker_id().empty()) return FieldErrorStatus("worker_id", "required");
   return RunInTx<pb::HeartbeatResponse>(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return HeartbeatInTx(req); });
 }
 
 void Core::HeartbeatAsync(const pb::HeartbeatRequest& req, Done<pb::HeartbeatResponse> done) {
-  if (req.worker_id().empty()) return done(InvalidArgumentError("worker_id: required"));
+  if (req.worker_id().empty()) return done(FieldErrorStatus("worker_id", "required"));
   EnqueueInTx<pb::HeartbeatResponse>(
       [this, req]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return HeartbeatInTx(req); },
       std::move(done));
@@ -353,8 +353,8 @@ StatusOr<pb::HeartbeatResponse> Core::HeartbeatInTx(const pb::HeartbeatRequest& 
 
 namespace {
 Status CheckProgress(const std::string& lease_id, const pb::MetricEvent& event) {
-  if (lease_id.empty()) return InvalidArgumentError("lease_id: required");
-  if (event.seq() == 0) return InvalidArgumentError("event.seq: must be >= 1");
+  if (lease_id.empty()) return FieldErrorStatus("lease_id", "required");
+  if (event.seq() == 0) return FieldErrorStatus("event.seq", "must be >= 1");
   return Status::Ok();
 }
 }  // namespace
@@ -392,12 +392,12 @@ StatusOr<Core::ProgressResult> Core::RecordProgressInTx(const std::string& lease
     if (!found) return LeaseNotHeld(lease_id);
     JobRow& job = *found;
     if (!event.job_id().empty() && event.job_id() != job.id) {
-      return InvalidArgumentError("event.job_id: " + event.job_id() + " is not the lease's job " +
-                                  job.id);
+      return FieldErrorStatus("event.job_id", event.job_id() + " is not the lease's job " + job.id);
     }
     if (event.attempt() != 0 && event.attempt() != job.attempts) {
-      return InvalidArgumentError("event.attempt: " + std::to_string(event.attempt()) +
-                                  " is not the lease's attempt " + std::to_string(job.attempts));
+      return FieldErrorStatus("event.attempt", std::to_string(event.attempt()) +
+                                                   " is not the lease's attempt " +
+                                                   std::to_string(job.attempts));
     }
     // The first event of a lease means the ranks run.
     if (job.state == JobState::kLeased) {
@@ -469,7 +469,7 @@ StatusOr<Core::ProgressResult> Core::RecordProgressInTx(const std::string& lease
 
 namespace {
 StatusOr<JobEvent> CompleteEvent(const pb::CompleteJobRequest& req) {
-  if (req.lease_id().empty()) return InvalidArgumentError("lease_id: required");
+  if (req.lease_id().empty()) return FieldErrorStatus("lease_id", "required");
   JobEvent event;
   switch (req.outcome()) {
     case pb::JOB_OUTCOME_SUCCEEDED:
@@ -488,8 +488,8 @@ StatusOr<JobEvent> CompleteEvent(const pb::CompleteJobRequest& req) {
       event = JobEvent::kCompleteMachineFailed;
       break;
     default:
-      return InvalidArgumentError(
-          "outcome: must be SUCCEEDED, FAILED, CANCELLED, PREEMPTED or MACHINE_FAILED");
+      return FieldErrorStatus("outcome",
+                              "must be SUCCEEDED, FAILED, CANCELLED, PREEMPTED or MACHINE_FAILED");
   }
   return event;
 }
@@ -530,7 +530,7 @@ StatusOr<pb::CompleteJobResponse> Core::CompleteJobInTx(const pb::CompleteJobReq
       return AbortedError("lease " + req.lease_id() + " is held by another worker");
     }
     if (!req.job_id().empty() && req.job_id() != job.id) {
-      return InvalidArgumentError("job_id: " + req.job_id() + " is not the lease's job " + job.id);
+      return FieldErrorStatus("job_id", req.job_id() + " is not the lease's job " + job.id);
     }
     if (!req.checkpoint_path().empty()) job.last_checkpoint = req.checkpoint_path();
     // SUCCEEDED means every result is stored; a run that says it finished without them (its

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/field_error.h"
 #include "common/strings.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/report.h"
@@ -144,7 +145,8 @@ StatusOr<int64_t> ParseJobPageToken(const std::string& sweep_id, const std::stri
                   seq > 0 && seq <= static_cast<uint64_t>(INT64_MAX) &&
                   check == TokenCheck(sweep_id, static_cast<int64_t>(seq));
   if (!ok) {
-    return InvalidArgumentError("page_token: not a page token of sweep " + sweep_id +
+    return FieldErrorStatus("page_token",
+                            "not a page token of sweep " + sweep_id +
                                 " (pass GetSweepResponse.next_page_token unchanged, with the "
                                 "same sweep_id)");
   }

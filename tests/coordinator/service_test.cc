@@ -557,6 +557,38 @@ TEST(ServiceTest, ProgressForUnknownLeaseIsAborted) {
             "kind: must be HARDWARE_KIND_CPU or HARDWARE_KIND_GPU; slots: must be > 0");
 }
 
+// A check of one field is a BadRequest violation too, not only text: every INVALID_ARGUMENT of
+// the services carries its field errors, and the message is their join as before.
+TEST(ServiceTest, SingleFieldChecksCarryTheirFieldInTheDetails) {
+  Harness h;
+  auto expect_field = [](const grpc::Status& st, const std::string& path,
+                         const std::string& reason) {
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
+    EXPECT_EQ(st.error_message(), path + ": " + reason);
+    EXPECT_EQ(contract::FromGrpcStatus(st).field_errors(),
+              (std::vector<FieldError>{{path, reason}}));
+  };
+  pb::GetSweepRequest get;  // no sweep_id
+  pb::GetSweepResponse getr;
+  expect_field(h.sweeps().GetSweep(Harness::Ctx().get(), get, &getr), "sweep_id", "required");
+  get.set_sweep_id("sw-anything");
+  get.set_view(pb::SWEEP_VIEW_SUMMARY);
+  get.set_page_size(5);
+  expect_field(h.sweeps().GetSweep(Harness::Ctx().get(), get, &getr), "page_size",
+               "pages are of the full view's jobs; view is SWEEP_VIEW_SUMMARY");
+  pb::ListSweepsRequest list;
+  list.add_states(static_cast<pb::SweepState>(99));
+  pb::ListSweepsResponse listr;
+  expect_field(h.sweeps().ListSweeps(Harness::Ctx().get(), list, &listr), "states[0]",
+               "not a sweep state");
+  pb::LeaseJobRequest lease;  // no worker_id
+  pb::LeaseJobResponse leaser;
+  expect_field(h.workers().LeaseJob(Harness::Ctx().get(), lease, &leaser), "worker_id", "required");
+  pb::CompleteJobRequest done;  // no lease_id
+  pb::CompleteJobResponse doner;
+  expect_field(h.workers().CompleteJob(Harness::Ctx().get(), done, &doner), "lease_id", "required");
+}
+
 // --- long poll -------------------------------------------------------------------------------
 
 TEST(ServiceTest, LongPollWaitsAndWakesOnSubmit) {
