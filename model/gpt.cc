@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/splitmix64.h"
 #include "common/strings.h"
 #include "model/attention.h"
 #include "model/fused_ops.h"
@@ -14,14 +15,6 @@
 
 namespace rdattn::model {
 namespace {
-
-// SplitMix64: derives independent seeds (e.g. for average_asym's second query).
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // Fills `param` from N(0, std) drawn in float32 on the CPU from `gen`, whatever the parameter's
 // dtype and device, so that one seed gives the same weights everywhere.
@@ -134,7 +127,8 @@ void GptImpl::Initialize(uint64_t init_seed) {
   if (cfg_.arm == Arm::kAverageAsym) {
     // The second query breaks the symmetry of `average`; it has its own generator so that the
     // shared parameters above are unchanged.
-    at::Generator asym = at::detail::createCPUGenerator(SplitMix64(init_seed ^ 0xA5A5A5A5ULL));
+    at::Generator asym =
+        at::detail::createCPUGenerator(SplitMix64(init_seed ^ 0xA5A5A5A5ULL).Next());
     for (auto& layer : layers_) DrawNormal(layer->q_b, 0.01, asym);
   }
 }

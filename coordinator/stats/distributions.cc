@@ -363,17 +363,6 @@ double BinomialHalfCdf(int k, int n) {
 
 // ---- Random numbers ----------------------------------------------------------------------
 
-uint64_t SplitMix64::Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t SplitMix64::Next() {
-  state_ += 0x9E3779B97F4A7C15ULL;
-  return Mix(state_);
-}
-
 uint64_t UniformIndex(SplitMix64& rng, uint64_t n) {
   // r = 2^64 mod n, computed in 64-bit arithmetic as (2^64 − n) mod n.
   const uint64_t r = (0 - n) % n;

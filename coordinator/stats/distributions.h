@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "common/splitmix64.h"
+
 namespace rdattn::stats {
 
 // ---- Special functions -------------------------------------------------------------------
@@ -59,22 +61,8 @@ double BinomialHalfCdf(int k, int n);
 
 // ---- Random numbers ----------------------------------------------------------------------
 
-// SplitMix64 (Steele, Lea & Flood 2014; the reference code of Vigna's xoshiro seeding):
-//   state += 0x9E3779B97F4A7C15;
-//   z = state; z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
-//   return z ^ (z >> 31);
-// The first state is the seed itself.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next();
-  // The output function alone (Next() is Mix(state += 0x9E3779B97F4A7C15)): a 64-bit hash that
-  // derives independent seeds (coordinator/stats/sequential.cc's paths).
-  static uint64_t Mix(uint64_t z);
-
- private:
-  uint64_t state_;
-};
+// The generator is rdattn::SplitMix64 (common/splitmix64.h), shared with the model and the data
+// order.
 
 // A uniform index in [0, n), n >= 1, without modulo bias: draw x = Next() until
 // x <= 2^64 − 1 − r, where r = 2^64 mod n, then return x mod n. (r = 0: every x is kept.)

@@ -4,25 +4,19 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/splitmix64.h"
 #include "common/strings.h"
 
 namespace rdattn::trainer {
 namespace {
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // Unbiased integer in [0, n) (Lemire's rejection on 64-bit products would need 128-bit
 // arithmetic; plain rejection sampling is simple and exact).
-uint64_t Below(uint64_t n, uint64_t& state) {
+uint64_t Below(uint64_t n, SplitMix64& rng) {
   const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   uint64_t x;
   do {
-    x = SplitMix64(state);
+    x = rng.Next();
   } while (x >= limit);
   return x % n;
 }
@@ -59,9 +53,9 @@ const std::vector<int64_t>& Sampler::Epoch(int64_t e) const {
   cached_epoch2_ = cached_epoch_;
   cached_perm_.resize(static_cast<size_t>(num_windows_));
   for (int64_t i = 0; i < num_windows_; ++i) cached_perm_[static_cast<size_t>(i)] = i;
-  uint64_t state = seed_ ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(e + 1));
+  SplitMix64 rng(seed_ ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(e + 1)));
   for (int64_t i = num_windows_ - 1; i > 0; --i) {
-    const auto j = static_cast<int64_t>(Below(static_cast<uint64_t>(i + 1), state));
+    const auto j = static_cast<int64_t>(Below(static_cast<uint64_t>(i + 1), rng));
     std::swap(cached_perm_[static_cast<size_t>(i)], cached_perm_[static_cast<size_t>(j)]);
   }
   cached_epoch_ = e;
