@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -15,9 +16,9 @@
 #include <memory>
 #include <optional>
 
-#include "client/cli_args.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
+#include "client/options.h"
 #include "client/watch.h"
 #include "common/cli.h"
 #include "common/file_util.h"
@@ -31,17 +32,11 @@ namespace {
 // Command table.
 
 struct Invocation {
-  const Args& args;
+  const CliOptions& options;
   std::ostream& out;
   std::ostream& err;
   const EnvGetter& env;
   int exit_code = kExitOk;  // set by a command that succeeds with a non-zero exit (watch)
-};
-
-struct Positional {
-  std::string name;  // as --help shows it: FILE, ID, COMMAND
-  std::string help;
-  bool required = true;
 };
 
 struct Command {
@@ -49,28 +44,11 @@ struct Command {
   std::string usage;    // after "rdattn NAME", the first line of the footer of its --help
   std::string summary;  // one line, in `rdattn --help`'s list of commands
   std::string details;  // more text for `rdattn NAME --help` ("" when the flags say it all)
-  std::vector<Positional> positional;
-  std::vector<FlagSpec> flags;
-  bool remote = true;  // talks to the coordinator (takes the connection flags)
+  bool remote = true;   // talks to the coordinator (takes the connection flags)
+  // Its positional arguments and flags, each with its check, stored into `options`.
+  std::function<void(CLI::App* sub, CliOptions& options)> add;
   std::function<Status(Invocation&)> run;
 };
-
-// The flags of every remote command, accepted before the command name too.
-const std::vector<FlagSpec>& ConnectionFlags() {
-  static const std::vector<FlagSpec> flags = {
-      {"coordinator", FlagKind::kValue,
-       "coordinator address (env RDATTN_COORDINATOR, config `coordinator:`)", "127.0.0.1:50051"},
-      {"token", FlagKind::kValue, "bearer token (env RDATTN_TOKEN, config `token:`)", ""},
-      {"token-file", FlagKind::kValue,
-       "file holding the token (env RDATTN_TOKEN_FILE, config `token_file:`)", ""},
-      {"timeout", FlagKind::kValue, "deadline of each call, seconds (config `timeout_seconds:`)",
-       "30"},
-      {"tls", FlagKind::kSwitch, "TLS channel with the system's root certificates", ""},
-      {"ca-cert", FlagKind::kValue, "TLS channel with these PEM root certificates", ""},
-      {"config", FlagKind::kValue, "config file (env RDATTN_CONFIG)",
-       "~/.config/rdattn/config.yaml"}};
-  return flags;
-}
 
 const std::vector<Command>& Commands();
 
@@ -83,14 +61,6 @@ const Command* FindCommand(const std::string& name) {
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
-
-StatusOr<std::string> FormatFlag(const Args& args) {
-  const std::string format = args.Get("format").value_or("text");
-  if (format != "text" && format != "json") {
-    return InvalidArgumentError("--format: expected text or json, got '" + format + "'");
-  }
-  return format;
-}
 
 enum class SweepFormat { kYaml, kJson, kTextProto };
 
@@ -127,7 +97,7 @@ StatusOr<pb::SweepSpec> LoadSweep(const std::string& path, std::string* content)
 }
 
 StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const Invocation& inv) {
-  auto connection = ResolveConnection(inv.args, inv.env);
+  auto connection = ResolveConnection(inv.options.connection, inv.env);
   if (!connection.ok()) return connection.status();
   return std::make_unique<CoordinatorClient>(*connection);
 }
@@ -136,8 +106,9 @@ StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const Invocation& inv) {
 // validate
 
 Status RunValidate(Invocation& inv) {
-  const std::string& path = inv.args.positional[1];
-  RDATTN_ASSIGN_OR_RETURN(const std::string format, FormatFlag(inv.args));
+  const ValidateOptions& o = inv.options.validate;
+  const std::string& path = o.file;
+  const std::string& format = o.format;
   std::string content;
   RDATTN_ASSIGN_OR_RETURN(pb::SweepSpec spec, LoadSweep(path, &content));
   RDATTN_ASSIGN_OR_RETURN(std::vector<pb::JobSpec> jobs, contract::ExpandSweep(spec, ""));
@@ -148,7 +119,7 @@ Status RunValidate(Invocation& inv) {
     inv.out << MessageJson(planned, true) << "\n";
     return Status::Ok();
   }
-  inv.out << path << ": ok\n" << FormatExpansion(spec, jobs, inv.args.Has("jobs"));
+  inv.out << path << ": ok\n" << FormatExpansion(spec, jobs, o.jobs);
   return Status::Ok();
 }
 
@@ -157,31 +128,26 @@ Status RunValidate(Invocation& inv) {
 
 // --format of watch and submit --watch: table, text or json; without it, the table when stdout
 // is a terminal (the process's own stdout, not a stream a test passes in), else text.
-StatusOr<WatchOptions> WatchFlags(const Invocation& inv) {
+WatchOptions MakeWatchOptions(const Invocation& inv, const FollowOptions& follow) {
   WatchOptions options;
   const bool terminal = &inv.out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
-  const std::string format = inv.args.Get("format").value_or(terminal ? "table" : "text");
+  const std::string format = follow.format.empty() ? (terminal ? "table" : "text") : follow.format;
   if (format == "table") {
     options.format = WatchFormat::kTable;
     options.terminal_fd = terminal ? STDOUT_FILENO : -1;
-  } else if (format == "text") {
-    options.format = WatchFormat::kText;
   } else if (format == "json") {
     options.format = WatchFormat::kJson;
   } else {
-    return InvalidArgumentError("--format: expected table, text or json, got '" + format + "'");
+    options.format = WatchFormat::kText;
   }
-  if (auto v = inv.args.Get("interval")) {
-    RDATTN_ASSIGN_OR_RETURN(options.printer.progress_interval_seconds,
-                            ParseDoubleFlag("interval", *v, 0, 86400));
-  }
+  if (follow.interval >= 0) options.printer.progress_interval_seconds = follow.interval;
   return options;
 }
 
 // Follows the sweep and sets the exit code from its end.
 Status WatchLoop(Invocation& inv, CoordinatorClient& client, const std::string& sweep_id,
-                 uint64_t after_seq) {
-  RDATTN_ASSIGN_OR_RETURN(const WatchOptions options, WatchFlags(inv));
+                 uint64_t after_seq, const FollowOptions& follow) {
+  const WatchOptions options = MakeWatchOptions(inv, follow);
   pb::SweepState final_state = pb::SWEEP_STATE_UNSPECIFIED;
   RDATTN_RETURN_IF_ERROR(
       FollowSweep(client, sweep_id, after_seq, options, inv.out, inv.err, &final_state));
@@ -190,32 +156,29 @@ Status WatchLoop(Invocation& inv, CoordinatorClient& client, const std::string& 
 }
 
 Status RunWatch(Invocation& inv) {
-  uint64_t from_seq = 0;
-  if (auto v = inv.args.Get("from-seq")) {
-    RDATTN_ASSIGN_OR_RETURN(const long long n, ParseIntFlag("from-seq", *v, 0));
-    from_seq = static_cast<uint64_t>(n);
-  }
+  const WatchOptionsOfCli& o = inv.options.watch;
   RDATTN_ASSIGN_OR_RETURN(auto client, Connect(inv));
-  return WatchLoop(inv, *client, inv.args.positional[1], from_seq);
+  return WatchLoop(inv, *client, o.sweep_id, static_cast<uint64_t>(o.from_seq), o.follow);
 }
 
 // ---------------------------------------------------------------------------------------------
 // submit
 
 Status RunSubmit(Invocation& inv) {
-  const std::string& path = inv.args.positional[1];
-  if (inv.args.Has("watch")) RDATTN_RETURN_IF_ERROR(WatchFlags(inv).status());  // before submitting
+  const SubmitOptions& o = inv.options.submit;
+  const std::string& path = o.file;
   std::string content;
   RDATTN_ASSIGN_OR_RETURN(pb::SweepSpec spec, LoadSweep(path, &content));
-  RDATTN_ASSIGN_OR_RETURN(const Connection connection, ResolveConnection(inv.args, inv.env));
+  RDATTN_ASSIGN_OR_RETURN(const Connection connection,
+                          ResolveConnection(inv.options.connection, inv.env));
   CoordinatorClient client(connection);
 
   pb::SubmitSweepRequest request;
-  request.set_request_id(inv.args.Get("request-id")
-                             .value_or(DefaultRequestId(content, spec.owner(), connection.token)));
-  if (request.request_id().empty()) return InvalidArgumentError("--request-id: must not be empty");
+  request.set_request_id(!o.request_id.empty()
+                             ? o.request_id
+                             : DefaultRequestId(content, spec.owner(), connection.token));
   *request.mutable_spec() = spec;
-  request.set_validate_only(inv.args.Has("validate-only"));
+  request.set_validate_only(o.validate_only);
   RDATTN_ASSIGN_OR_RETURN(pb::SubmitSweepResponse response, client.SubmitSweep(request));
 
   if (request.validate_only()) {
@@ -240,36 +203,23 @@ Status RunSubmit(Invocation& inv) {
             << "); pass --request-id to submit the file again as a new sweep" << std::endl;
   }
   inv.out << sweep.sweep_id() << std::endl;
-  if (!inv.args.Has("watch")) return Status::Ok();
-  return WatchLoop(inv, client, sweep.sweep_id(), 0);
+  if (!o.watch) return Status::Ok();
+  return WatchLoop(inv, client, sweep.sweep_id(), 0, o.follow);
 }
 
 // ---------------------------------------------------------------------------------------------
 // list, get, cancel, report
 
 Status RunList(Invocation& inv) {
-  RDATTN_ASSIGN_OR_RETURN(const std::string format, FormatFlag(inv.args));
+  const ListOptions& o = inv.options.list;
+  const std::string& format = o.format;
   pb::ListSweepsRequest request;
-  for (const std::string& value : inv.args.GetAll("state")) {
-    size_t start = 0;
-    while (start <= value.size()) {
-      const size_t comma = std::min(value.find(',', start), value.size());
-      const std::string name = value.substr(start, comma - start);
-      const auto state = ParseSweepState(name);
-      if (!state) {
-        return InvalidArgumentError("--state: unknown state '" + name +
-                                    "' (valid: pending, running, succeeded, failed, cancelled)");
-      }
-      request.add_states(*state);
-      start = comma + 1;
-    }
+  for (const std::string& name : o.states) request.add_states(*ParseSweepState(name));
+  request.set_owner(o.owner);
+  if (o.page_size > 0) {
+    request.set_page_size(static_cast<int32_t>(std::min<int64_t>(o.page_size, 1 << 20)));
   }
-  request.set_owner(inv.args.Get("owner").value_or(""));
-  if (auto v = inv.args.Get("page-size")) {
-    RDATTN_ASSIGN_OR_RETURN(const long long n, ParseIntFlag("page-size", *v, 1));
-    request.set_page_size(static_cast<int32_t>(std::min<long long>(n, 1 << 20)));
-  }
-  request.set_page_token(inv.args.Get("page-token").value_or(""));
+  request.set_page_token(o.page_token);
   request.set_view(pb::SWEEP_VIEW_BASIC);
   RDATTN_ASSIGN_OR_RETURN(auto client, Connect(inv));
 
@@ -279,7 +229,7 @@ Status RunList(Invocation& inv) {
     RDATTN_ASSIGN_OR_RETURN(pb::ListSweepsResponse page, client->ListSweeps(request));
     sweeps.insert(sweeps.end(), page.sweeps().begin(), page.sweeps().end());
     next = page.next_page_token();
-    if (next.empty() || !inv.args.Has("all")) break;
+    if (next.empty() || !o.all) break;
     request.set_page_token(next);
   }
   if (format == "json") {
@@ -301,16 +251,14 @@ Status RunList(Invocation& inv) {
 }
 
 Status RunGet(Invocation& inv) {
-  RDATTN_ASSIGN_OR_RETURN(const std::string format, FormatFlag(inv.args));
-  int64_t limit = -1;  // every job
-  if (auto v = inv.args.Get("limit")) {
-    RDATTN_ASSIGN_OR_RETURN(limit, ParseIntFlag("limit", *v, 0));
-  }
+  const GetOptions& o = inv.options.get;
+  const std::string& format = o.format;
+  const int64_t limit = o.limit;  // -1: every job
   RDATTN_ASSIGN_OR_RETURN(auto client, Connect(inv));
   // The summary first (a few KB whatever the sweep's size), then the jobs page by page
   // (docs/client.md "get ID").
   pb::GetSweepRequest request;
-  request.set_sweep_id(inv.args.positional[1]);
+  request.set_sweep_id(o.sweep_id);
   request.set_view(pb::SWEEP_VIEW_SUMMARY);
   RDATTN_ASSIGN_OR_RETURN(pb::GetSweepResponse response, client->GetSweep(request));
   pb::SweepStatus sweep = std::move(*response.mutable_sweep());
@@ -345,8 +293,8 @@ Status RunGet(Invocation& inv) {
 Status RunCancel(Invocation& inv) {
   RDATTN_ASSIGN_OR_RETURN(auto client, Connect(inv));
   pb::CancelSweepRequest request;
-  request.set_sweep_id(inv.args.positional[1]);
-  request.set_reason(inv.args.Get("reason").value_or("cancelled with rdattn cancel"));
+  request.set_sweep_id(inv.options.cancel.sweep_id);
+  request.set_reason(inv.options.cancel.reason);
   RDATTN_ASSIGN_OR_RETURN(pb::CancelSweepResponse response, client->CancelSweep(request));
   const pb::SweepStatus& s = response.sweep();
   inv.out << "sweep " << s.sweep_id() << ": " << SweepStateName(s.state());
@@ -381,38 +329,36 @@ bool FileOfFormat(const std::string& name, const std::string& format) {
   return name == "report.json";
 }
 
+// The format of `rdattn report`: --format, else md with --out, else text.
+std::string ReportFormat(const ReportOptions& o) {
+  if (!o.format.empty()) return o.format;
+  return o.out.empty() ? "text" : "md";
+}
+
+// The flags of `rdattn report` checked together, after each one's validator.
+std::string CheckReportFlags(const ReportOptions& o) {
+  const std::string format = ReportFormat(o);
+  if (!o.out.empty() && format == "text") {
+    return "--out: needs --format md, csv or json (text goes to stdout)";
+  }
+  if (o.out.empty() && format == "csv") {
+    return "--format csv: writes one file per table; give --out DIR";
+  }
+  return "";
+}
+
 Status RunReport(Invocation& inv) {
-  const std::optional<std::string> out_dir = inv.args.Get("out");
-  const std::string format = inv.args.Get("format").value_or(out_dir ? "md" : "text");
-  if (format != "text" && format != "md" && format != "csv" && format != "json") {
-    return InvalidArgumentError("--format: expected text, md, csv or json, got '" + format + "'");
-  }
-  if (out_dir && format == "text") {
-    return InvalidArgumentError("--out: needs --format md, csv or json (text goes to stdout)");
-  }
-  if (out_dir && out_dir->empty()) return InvalidArgumentError("--out: must not be empty");
-  if (!out_dir && format == "csv") {
-    return InvalidArgumentError("--format csv: writes one file per table; give --out DIR");
-  }
+  const ReportOptions& o = inv.options.report;
+  const std::optional<std::string> out_dir =
+      o.out.empty() ? std::nullopt : std::optional<std::string>(o.out);
+  const std::string format = ReportFormat(o);
   pb::GetReportRequest request;
-  request.set_sweep_id(inv.args.positional[1]);
-  request.set_reference_arm(
-      inv.args.Get("reference").value_or(inv.args.Get("reference-arm").value_or("")));
-  std::optional<std::string> level = inv.args.Get("level");
-  if (!level) level = inv.args.Get("confidence");
-  if (level) {
-    RDATTN_ASSIGN_OR_RETURN(const double c, ParseDoubleFlag("level", *level, 0.5, 0.9999));
-    request.set_confidence_level(c);
-  }
-  if (auto v = inv.args.Get("resamples")) {
-    RDATTN_ASSIGN_OR_RETURN(const long long n, ParseIntFlag("resamples", *v, 1));
-    if (n > 1000000) return InvalidArgumentError("--resamples: at most 1000000, got " + *v);
-    request.set_bootstrap_resamples(static_cast<int32_t>(n));
-  }
-  if (auto v = inv.args.Get("target-delta")) {
-    RDATTN_ASSIGN_OR_RETURN(const double d, ParseDoubleFlag("target-delta", *v, 1e-9, 10));
-    request.set_target_delta_nll(d);
-  }
+  request.set_sweep_id(o.sweep_id);
+  request.set_reference_arm(!o.reference.empty() ? o.reference : o.reference_arm);
+  const double level = o.level > 0 ? o.level : o.confidence;
+  if (level > 0) request.set_confidence_level(level);
+  if (o.resamples > 0) request.set_bootstrap_resamples(static_cast<int32_t>(o.resamples));
+  if (o.target_delta > 0) request.set_target_delta_nll(o.target_delta);
   if (format == "text") {
     request.set_omit_files(true);
   } else {
@@ -479,108 +425,189 @@ Status RunReport(Invocation& inv) {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------------------------------------
+// The flags: every one with --help's text and default, and its check.
+
+// A value flag, shown as every value flag of rdattn is: TEXT and `default_text` ("" shows none).
+template <typename T>
+CLI::Option* Value(CLI::App* app, const std::string& name, T& target, const std::string& help,
+                   const std::string& default_text = "") {
+  return app->add_option(name, target, help)->type_name("TEXT")->default_str(default_text);
+}
+
+// A positional argument (FILE, ID, COMMAND), required unless `optional`.
+CLI::Option* Positional(CLI::App* app, const std::string& name, std::string& target,
+                        const std::string& help, bool optional = false) {
+  CLI::Option* opt = app->add_option(name, target, help)->type_name("")->default_str("");
+  return optional ? opt : opt->required();
+}
+
+CLI::Validator Between(double lo, double hi, const std::string& range) {
+  return cli::NumberWhere([lo, hi](double v) { return v >= lo && v <= hi; }, "must be in " + range);
+}
+
+CLI::Validator IntegerAtLeast(double min) {
+  return cli::NumberWhere([min](double v) { return v >= min && v == std::floor(v); },
+                          "must be an integer >= " + std::to_string(static_cast<int64_t>(min)));
+}
+
+CLI::Validator NotEmpty() {
+  return CLI::Validator(
+      [](const std::string& text) { return text.empty() ? "must not be empty" : ""; }, "");
+}
+
+// --state's values (comma-separated ones split by CLI11): each a sweep state. Checked after
+// parse, so that a stray argument is reported first, as before.
+std::string CheckStates(const ListOptions& o) {
+  for (const std::string& name : o.states) {
+    if (!ParseSweepState(name)) {
+      return "--state: unknown state '" + name +
+             "' (valid: pending, running, succeeded, failed, cancelled)";
+    }
+  }
+  return "";
+}
+
+// The connection flags of every remote command, accepted before the command name too.
+void AddConnectionOptions(CLI::App* app, ConnectionOptions& o) {
+  cli::ConnectionFlagsSpec spec;
+  spec.client = true;
+  cli::AddConnectionFlags(app, &o.flags, spec);
+  Value(app, "--timeout", o.timeout_seconds,
+        "deadline of each call, seconds (config `timeout_seconds:`)", "30")
+      ->check(cli::NumberWhere([](double v) { return v > 0 && v <= 86400; },
+                               "expected seconds in (0, 86400]"));
+  Value(app, "--config", o.config, "config file (env RDATTN_CONFIG)",
+        "~/.config/rdattn/config.yaml");
+}
+
+// --format and --interval of `watch` and `submit --watch`.
+void AddFollowOptions(CLI::App* sub, FollowOptions& o, const std::string& with) {
+  Value(sub, "--interval", o.interval,
+        with + (with.empty() ? "seconds between progress lines (text)"
+                             : "seconds between progress lines"),
+        "10")
+      ->check(Between(0, 86400, "[0, 86400]"));
+  Value(sub, "--format", o.format, with + "table, text or json", "table on a terminal, else text")
+      ->check(cli::OneOf({"table", "text", "json"}));
+}
+
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      {"validate",
-       "FILE [--jobs] [--format text|json]",
-       "check a sweep file offline and show its jobs and pair groups",
-       "",
-       {{"FILE", "the sweep: YAML, JSON or text proto"}},
-       {{"jobs", FlagKind::kSwitch, "list every job", ""},
-        {"format", FlagKind::kValue, "text or json (the planned jobs)", "text"}},
-       false,
+      {"validate", "FILE [--jobs] [--format text|json]",
+       "check a sweep file offline and show its jobs and pair groups", "", false,
+       [](CLI::App* sub, CliOptions& o) {
+         Positional(sub, "FILE", o.validate.file, "the sweep: YAML, JSON or text proto");
+         sub->add_flag("--jobs", o.validate.jobs, "list every job");
+         Value(sub, "--format", o.validate.format, "text or json (the planned jobs)", "text")
+             ->check(cli::OneOf({"text", "json"}));
+       },
        RunValidate},
-      {"submit",
-       "FILE [--request-id ID] [--validate-only] [--watch [--interval S] [--format F]]",
-       "submit a sweep; prints its id. --watch follows it as `watch` does",
-       "",
-       {{"FILE", "the sweep: YAML, JSON or text proto"}},
-       {{"request-id", FlagKind::kValue, "idempotency key",
-         "sha256 of the owner and the file's bytes"},
-        {"validate-only", FlagKind::kSwitch, "let the coordinator check it; store nothing", ""},
-        {"watch", FlagKind::kSwitch, "follow the sweep until it ends (exit 3 unless SUCCEEDED)",
-         ""},
-        {"interval", FlagKind::kValue, "with --watch: seconds between progress lines", "10"},
-        {"format", FlagKind::kValue, "with --watch: table, text or json",
-         "table on a terminal, else text"}},
-       true,
+      {"submit", "FILE [--request-id ID] [--validate-only] [--watch [--interval S] [--format F]]",
+       "submit a sweep; prints its id. --watch follows it as `watch` does", "", true,
+       [](CLI::App* sub, CliOptions& o) {
+         Positional(sub, "FILE", o.submit.file, "the sweep: YAML, JSON or text proto");
+         Value(sub, "--request-id", o.submit.request_id, "idempotency key",
+               "sha256 of the owner and the file's bytes")
+             ->check(NotEmpty());
+         sub->add_flag("--validate-only", o.submit.validate_only,
+                       "let the coordinator check it; store nothing");
+         sub->add_flag("--watch", o.submit.watch,
+                       "follow the sweep until it ends (exit 3 unless SUCCEEDED)");
+         AddFollowOptions(sub, o.submit.follow, "with --watch: ");
+       },
        RunSubmit},
-      {"list",
-       "[--state S[,S]] [--owner O] [--page-size N] [--page-token T] [--all] [--format F]",
-       "list sweeps, newest first",
-       "",
-       {},
-       {{"state", FlagKind::kValue,
-         "only these states, comma-separated or repeated: pending, running, succeeded, failed, "
-         "cancelled",
-         ""},
-        {"owner", FlagKind::kValue, "only this owner's sweeps", ""},
-        {"page-size", FlagKind::kValue, "sweeps per page (>= 1)", "the coordinator's"},
-        {"page-token", FlagKind::kValue, "the page after a previous listing's", ""},
-        {"all", FlagKind::kSwitch, "every page", ""},
-        {"format", FlagKind::kValue, "text or json", "text"}},
-       true,
+      {"list", "[--state S[,S]] [--owner O] [--page-size N] [--page-token T] [--all] [--format F]",
+       "list sweeps, newest first", "", true,
+       [](CLI::App* sub, CliOptions& o) {
+         Value(sub, "--state", o.list.states,
+               "only these states, comma-separated or repeated: pending, running, succeeded, "
+               "failed, cancelled")
+             ->delimiter(',')
+             ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+             ->allow_extra_args(false);
+         Value(sub, "--owner", o.list.owner, "only this owner's sweeps");
+         Value(sub, "--page-size", o.list.page_size, "sweeps per page (>= 1)", "the coordinator's")
+             ->check(IntegerAtLeast(1));
+         Value(sub, "--page-token", o.list.page_token, "the page after a previous listing's");
+         sub->add_flag("--all", o.list.all, "every page");
+         Value(sub, "--format", o.list.format, "text or json", "text")
+             ->check(cli::OneOf({"text", "json"}));
+         cli::CheckAfterParse(sub, [&o] { return CheckStates(o.list); });
+       },
        RunList},
-      {"get",
-       "ID [--limit N] [--format text|json]",
+      {"get", "ID [--limit N] [--format text|json]",
        "a sweep's state, its summary and its per-job table",
        "The summary (pair groups by state, jobs per stored milestone, retries, the latest\n"
        "failures) comes in one small reply; the jobs are read in pages of 1,000.",
-       {{"ID", "the sweep id"}},
-       {{"limit", FlagKind::kValue, "at most N jobs in the table (>= 0; 0: the summary only)",
-         "every job"},
-        {"format", FlagKind::kValue, "text or json", "text"}},
        true,
+       [](CLI::App* sub, CliOptions& o) {
+         Positional(sub, "ID", o.get.sweep_id, "the sweep id");
+         Value(sub, "--limit", o.get.limit,
+               "at most N jobs in the table (>= 0; 0: the summary only)", "every job")
+             ->check(IntegerAtLeast(0));
+         Value(sub, "--format", o.get.format, "text or json", "text")
+             ->check(cli::OneOf({"text", "json"}));
+       },
        RunGet},
-      {"watch",
-       "ID [--from-seq N] [--interval S] [--format table|text|json]",
+      {"watch", "ID [--from-seq N] [--interval S] [--format table|text|json]",
        "follow a sweep live until it ends",
        "--format table (the default on a terminal): one row per job (state, attempt, progress,\n"
        "loss, val NLL, tok/s, ETA) under a sweep line (jobs done/total, overall ETA), redrawn in\n"
        "place; text (the default otherwise): one line per event, progress at most every\n"
        "--interval seconds; json: every event as one JSON line. Exit 3 when the sweep ends\n"
        "FAILED or CANCELLED.",
-       {{"ID", "the sweep id"}},
-       {{"from-seq", FlagKind::kValue, "start after this event sequence number (>= 0)", "0"},
-        {"interval", FlagKind::kValue, "seconds between progress lines (text)", "10"},
-        {"format", FlagKind::kValue, "table, text or json", "table on a terminal, else text"}},
        true,
+       [](CLI::App* sub, CliOptions& o) {
+         Positional(sub, "ID", o.watch.sweep_id, "the sweep id");
+         Value(sub, "--from-seq", o.watch.from_seq, "start after this event sequence number (>= 0)",
+               "0")
+             ->check(IntegerAtLeast(0));
+         AddFollowOptions(sub, o.watch.follow, "");
+       },
        RunWatch},
-      {"cancel",
-       "ID [--reason TEXT]",
-       "cancel every job of a sweep that has not ended",
-       "",
-       {{"ID", "the sweep id"}},
-       {{"reason", FlagKind::kValue, "recorded with the cancellation",
-         "cancelled with rdattn cancel"}},
-       true,
+      {"cancel", "ID [--reason TEXT]", "cancel every job of a sweep that has not ended", "", true,
+       [](CLI::App* sub, CliOptions& o) {
+         Positional(sub, "ID", o.cancel.sweep_id, "the sweep id");
+         Value(sub, "--reason", o.cancel.reason, "recorded with the cancellation",
+               "cancelled with rdattn cancel");
+       },
        RunCancel},
       {"report",
        "ID [--format text|md|csv|json] [--out DIR] [--reference ARM] [--level 0.95] "
        "[--resamples N] [--target-delta NATS]",
        "the paired report: text table to stdout, or report.md (+ plots/), CSVs, report.json "
        "written into DIR",
-       "",
-       {{"ID", "the sweep id"}},
-       {{"format", FlagKind::kValue, "text, md, csv (needs --out) or json", "text; md with --out"},
-        {"out", FlagKind::kValue, "folder DIR to write the report's files into", ""},
-        {"reference", FlagKind::kValue, "the reference arm of the pairs", "the sweep's"},
-        {"reference-arm", FlagKind::kValue, "the same as --reference", ""},
-        {"level", FlagKind::kValue, "confidence level of the intervals, in [0.5, 0.9999]",
-         "the coordinator's"},
-        {"confidence", FlagKind::kValue, "the same as --level", ""},
-        {"resamples", FlagKind::kValue, "bootstrap resamples (1 to 1000000)", "the coordinator's"},
-        {"target-delta", FlagKind::kValue, "the NLL difference (nats) to size seeds for",
-         "the coordinator's"}},
-       true,
+       "", true,
+       [](CLI::App* sub, CliOptions& o) {
+         ReportOptions& r = o.report;
+         Positional(sub, "ID", r.sweep_id, "the sweep id");
+         Value(sub, "--format", r.format, "text, md, csv (needs --out) or json",
+               "text; md with --out")
+             ->check(cli::OneOf({"text", "md", "csv", "json"}));
+         Value(sub, "--out", r.out, "folder DIR to write the report's files into")
+             ->check(NotEmpty());
+         Value(sub, "--reference", r.reference, "the reference arm of the pairs", "the sweep's");
+         Value(sub, "--reference-arm", r.reference_arm, "the same as --reference");
+         const CLI::Validator level = Between(0.5, 0.9999, "[0.5, 0.9999]");
+         Value(sub, "--level", r.level, "confidence level of the intervals, in [0.5, 0.9999]",
+               "the coordinator's")
+             ->check(level);
+         Value(sub, "--confidence", r.confidence, "the same as --level")->check(level);
+         Value(sub, "--resamples", r.resamples, "bootstrap resamples (1 to 1000000)",
+               "the coordinator's")
+             ->check(IntegerAtLeast(1))
+             ->check(Between(1, 1000000, "[1, 1000000]"));
+         Value(sub, "--target-delta", r.target_delta, "the NLL difference (nats) to size seeds for",
+               "the coordinator's")
+             ->check(Between(1e-9, 10, "[1e-9, 10]"));
+         cli::CheckAfterParse(sub, [&r] { return CheckReportFlags(r); });
+       },
        RunReport},
-      {"help",
-       "[COMMAND]",
-       "this help, or one command's (as `rdattn COMMAND --help`)",
-       "",
-       {{"COMMAND", "the command", false}},
-       {},
-       false,
+      {"help", "[COMMAND]", "this help, or one command's (as `rdattn COMMAND --help`)", "", false,
+       [](CLI::App* sub, CliOptions& o) {
+         Positional(sub, "COMMAND", o.help_command, "the command", /*optional=*/true);
+       },
        nullptr},
   };
   return commands;
@@ -613,45 +640,27 @@ std::string DefaultRequestId(const std::string& file_content, const std::string&
 
 namespace {
 
-// The CLI11 options of one command's flags.
-void AddFlags(CLI::App* app, const std::vector<FlagSpec>& flags) {
-  for (const FlagSpec& f : flags) {
-    CLI::Option* opt = f.kind == FlagKind::kSwitch
-                           ? app->add_flag("--" + f.name, f.help)
-                           : app->add_option("--" + f.name, f.help)->type_name("TEXT");
-    if (!f.default_text.empty()) opt->default_str(f.default_text);
-  }
-}
-
-// The flags of `flags` given to `app`, into `args`: a value flag's every value, in order.
-void CollectFlags(const CLI::App& app, const std::vector<FlagSpec>& flags, Args* args) {
-  for (const FlagSpec& f : flags) {
-    const CLI::Option* opt = app.get_option("--" + f.name);
-    if (opt->count() == 0) continue;
-    if (f.kind == FlagKind::kSwitch) {
-      if (opt->as<bool>()) args->switches.insert(f.name);  // --watch, or --watch=true; not =false
-    } else {
-      std::vector<std::string>& values = args->values[f.name];
-      values.insert(values.end(), opt->results().begin(), opt->results().end());
-    }
-  }
-}
-
 // The app: the connection flags (also accepted before the command name) and one subcommand per
-// command, each with its positional arguments and flags.
-void AddCommands(CLI::App& app) {
-  AddFlags(&app, ConnectionFlags());
+// command, each with its positional arguments and flags. An offline command refuses connection
+// flags given before its name.
+void AddCommands(CLI::App& app, CliOptions& options) {
+  AddConnectionOptions(&app, options.connection);
   app.require_subcommand(1);
   for (const Command& c : Commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
     sub->footer("rdattn " + c.name + " " + c.usage + (c.details.empty() ? "" : "\n" + c.details));
-    for (const Positional& p : c.positional) {
-      CLI::Option* opt = sub->add_option(p.name, p.help);
-      if (p.required) opt->required();
-    }
-    AddFlags(sub, c.flags);
-    if (c.remote) AddFlags(sub, ConnectionFlags());
+    c.add(sub, options);
+    if (c.remote) AddConnectionOptions(sub, options.connection);
   }
+  cli::CheckAfterParse(&app, [&app]() -> std::string {
+    const Command* command = FindCommand(app.get_subcommands().front()->get_name());
+    if (command->remote) return "";
+    for (const char* flag : {"--ca-cert", "--config", "--coordinator", "--timeout", "--tls",
+                             "--token", "--token-file"}) {
+      if (app.count(flag) > 0) return command->name + " does not take " + flag;
+    }
+    return "";
+  });
 }
 
 }  // namespace
@@ -661,41 +670,28 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   CLI::App app("Runs matched-seed pretraining sweeps on an rdattn coordinator (docs/client.md).",
                "rdattn");
   cli::Setup(app);
-  AddCommands(app);
+  CliOptions options;
+  AddCommands(app, options);
   app.footer(
       "Exit codes: 0 ok, 1 error, 2 usage error or invalid sweep, 3 the watched sweep ended\n"
       "FAILED or CANCELLED. `rdattn COMMAND --help` (or `rdattn help COMMAND`) shows one "
       "command.");
   if (argv.size() <= 1) return cli::Usage(app, "no command given", kExitUsage, err);
   if (const int code = cli::Parse(app, argv, kExitUsage, out, err); code >= 0) return code;
-  const CLI::App& sub = *app.get_subcommands().front();
-  const Command* command = FindCommand(sub.get_name());
-  Args args;
-  args.positional.push_back(command->name);
-  for (const Positional& p : command->positional) {
-    const CLI::Option* opt = sub.get_option(p.name);
-    args.positional.insert(args.positional.end(), opt->results().begin(), opt->results().end());
-  }
-  CollectFlags(app, ConnectionFlags(), &args);
-  if (!command->remote && !args.FlagNames().empty()) {
-    return cli::Usage(app, command->name + " does not take --" + *args.FlagNames().begin(),
-                      kExitUsage, err);
-  }
-  CollectFlags(sub, command->flags, &args);
-  if (command->remote) CollectFlags(sub, ConnectionFlags(), &args);
+  const Command* command = FindCommand(app.get_subcommands().front()->get_name());
   if (command->name == "help") {  // `rdattn help [COMMAND]`: `rdattn [COMMAND] --help`
-    if (args.positional.size() == 1) {
+    if (options.help_command.empty()) {
       out << app.get_formatter()->make_help(&app, "rdattn", CLI::AppFormatMode::Normal);
       return kExitOk;
     }
-    if (FindCommand(args.positional[1]) == nullptr) {
-      return cli::Usage(app, "unknown command '" + args.positional[1] + "'", kExitUsage, err);
+    if (FindCommand(options.help_command) == nullptr) {
+      return cli::Usage(app, "unknown command '" + options.help_command + "'", kExitUsage, err);
     }
-    out << app.get_subcommand(args.positional[1])->help("rdattn");
+    out << app.get_subcommand(options.help_command)->help("rdattn");
     return kExitOk;
   }
 
-  Invocation inv{args, out, err, env};
+  Invocation inv{options, out, err, env};
   const Status status = command->run(inv);
   out.flush();
   if (!status.ok()) {
@@ -703,7 +699,9 @@ int RunCli(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     const bool file_command = command->name == "validate" || command->name == "submit";
     const bool about_file =
         status.code() == StatusCode::kInvalidArgument && status.message().rfind("--", 0) != 0;
-    PrintError(err, status, file_command && about_file ? args.positional[1] : "");
+    const std::string& file =
+        command->name == "validate" ? options.validate.file : options.submit.file;
+    PrintError(err, status, file_command && about_file ? file : "");
     return status.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitError;
   }
   return inv.exit_code;

@@ -70,9 +70,9 @@ StatusOr<bool> ParseBool(const std::string& value, const std::string& source) {
 
 }  // namespace
 
-std::string ConfigPath(const Args& args, const EnvGetter& env, bool* explicit_path) {
+std::string ConfigPath(const ConnectionOptions& flags, const EnvGetter& env, bool* explicit_path) {
   *explicit_path = true;
-  if (auto p = args.Get("config")) return *p;
+  if (!flags.config.empty()) return flags.config;
   if (auto p = env("RDATTN_CONFIG"); p && !p->empty()) return *p;
   *explicit_path = false;
   if (auto x = env("XDG_CONFIG_HOME"); x && !x->empty()) return *x + "/rdattn/config.yaml";
@@ -80,9 +80,9 @@ std::string ConfigPath(const Args& args, const EnvGetter& env, bool* explicit_pa
   return "";
 }
 
-StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
+StatusOr<Connection> ResolveConnection(const ConnectionOptions& flags, const EnvGetter& env) {
   bool explicit_path = false;
-  const std::string path = ConfigPath(args, env, &explicit_path);
+  const std::string path = ConfigPath(flags, env, &explicit_path);
   RDATTN_ASSIGN_OR_RETURN(ConfigFile cfg, LoadConfig(path, explicit_path));
   const std::string& cfg_source = path;
   Connection c;
@@ -92,8 +92,8 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
     c.address = std::move(address);
     c.address_source = std::move(source);
   };
-  if (auto v = args.Get("coordinator")) {
-    set_address(*v, "--coordinator");
+  if (!flags.flags.coordinator.empty()) {
+    set_address(flags.flags.coordinator, "--coordinator");
   } else if (auto e = env("RDATTN_COORDINATOR"); e && !e->empty()) {
     set_address(*e, "RDATTN_COORDINATOR");
   } else if (auto k = ConfigValue(cfg, "coordinator")) {
@@ -104,10 +104,7 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
   if (c.address.empty()) return InvalidArgumentError(c.address_source + ": empty address");
 
   // Token: the flags and the environment (common/connection_flags.h), else the config file.
-  cli::ConnectionFlags flags;
-  flags.token = args.Get("token").value_or("");
-  flags.token_file = args.Get("token-file").value_or("");
-  RDATTN_ASSIGN_OR_RETURN(std::optional<cli::Token> token, cli::FlagOrEnvToken(flags, env));
+  RDATTN_ASSIGN_OR_RETURN(std::optional<cli::Token> token, cli::FlagOrEnvToken(flags.flags, env));
   if (!token) {
     if (auto k = ConfigValue(cfg, "token")) {
       token = cli::Token{strings::Trim(*k), cfg_source + " (token)"};
@@ -122,12 +119,12 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
 
   // TLS.
   std::string ca_path;
-  if (auto v = args.Get("ca-cert")) {
-    ca_path = *v;
+  if (!flags.flags.ca_cert.empty()) {
+    ca_path = flags.flags.ca_cert;
   } else if (auto k = ConfigValue(cfg, "ca_cert")) {
     ca_path = *k;
   }
-  if (args.Has("tls")) {
+  if (flags.flags.tls) {
     c.tls = true;
   } else if (auto k = ConfigValue(cfg, "tls")) {
     RDATTN_ASSIGN_OR_RETURN(c.tls, ParseBool(*k, cfg_source + ": tls"));
@@ -137,14 +134,11 @@ StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env) {
     RDATTN_ASSIGN_OR_RETURN(c.ca_cert_pem, ReadFile(ca_path));
   }
 
-  // Deadline of unary calls.
-  std::optional<std::string> timeout = args.Get("timeout");
-  std::string timeout_source = "--timeout";
-  if (!timeout) {
-    timeout = ConfigValue(cfg, "timeout_seconds");
-    timeout_source = cfg_source + ": timeout_seconds";
-  }
-  if (timeout) {
+  // Deadline of unary calls: --timeout (checked by its validator), else the config file's.
+  if (flags.timeout_seconds > 0) {
+    c.timeout = std::chrono::milliseconds(std::llround(flags.timeout_seconds * 1000.0));
+  } else if (std::optional<std::string> timeout = ConfigValue(cfg, "timeout_seconds")) {
+    const std::string timeout_source = cfg_source + ": timeout_seconds";
     char* end = nullptr;
     const double seconds = std::strtod(timeout->c_str(), &end);
     if (timeout->empty() || end != timeout->c_str() + timeout->size() || !(seconds > 0) ||

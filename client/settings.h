@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "client/cli_args.h"
+#include "client/options.h"
 #include "common/connection_flags.h"
 #include "common/status.h"
 
@@ -34,12 +34,13 @@ struct Connection {
 // The config file the client reads: --config, else $RDATTN_CONFIG, else
 // $XDG_CONFIG_HOME/rdattn/config.yaml, else $HOME/.config/rdattn/config.yaml ("" if no HOME).
 // `explicit_path` says whether the user named it (then it must exist).
-std::string ConfigPath(const Args& args, const EnvGetter& env, bool* explicit_path);
+std::string ConfigPath(const ConnectionOptions& flags, const EnvGetter& env, bool* explicit_path);
 
 // Resolves the connection from flags (--coordinator, --token, --token-file, --tls, --ca-cert,
 // --timeout), the environment (RDATTN_COORDINATOR, RDATTN_TOKEN, RDATTN_TOKEN_FILE) and the
 // config file (keys coordinator, token, token_file, tls, ca_cert, timeout_seconds; unknown keys
 // are errors). INVALID_ARGUMENT / NOT_FOUND name the flag, variable, key or file at fault.
-StatusOr<Connection> ResolveConnection(const Args& args, const EnvGetter& env);
+// The flags' own values are checked by their validators (commands.cc); the config file's here.
+StatusOr<Connection> ResolveConnection(const ConnectionOptions& flags, const EnvGetter& env);
 
 }  // namespace rdattn::client

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "client/cli_args.h"
 #include "client/commands.h"
 #include "client/format.h"
+#include "client/options.h"
 #include "client/settings.h"
 #include "client/watch_printer.h"
 #include "common/sha256.h"
@@ -85,29 +85,42 @@ TEST(CliArgsTest, RejectsBadFlags) {
   EXPECT_EQ(on.out, Cli({"validate", sweep, "--jobs"}).out);
   EXPECT_EQ(off.out, Cli({"validate", sweep}).out);
   EXPECT_NE(on.out, off.out);
-  EXPECT_FALSE(ParseIntFlag("page-size", "abc", 1).ok());
-  EXPECT_FALSE(ParseIntFlag("page-size", "0", 1).ok());
-  EXPECT_EQ(*ParseIntFlag("page-size", "20", 1), 20);
-  EXPECT_FALSE(ParseDoubleFlag("confidence", "2", 0.5, 0.9999).ok());
+  // Each flag's value is checked by its validator, naming the flag (exit 2, before any call).
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"list", "--page-size", "abc"},
+        {"list", "--page-size", "0"},
+        {"report", "x", "--confidence", "2"},
+        {"report", "x", "--resamples", "1000001"},
+        {"watch", "x", "--from-seq", "-1"},
+        {"list", "--timeout", "-1"}}) {
+    const CliResult r = Cli(bad);
+    EXPECT_EQ(r.code, 2) << bad[1];
+    EXPECT_EQ(r.err.rfind("rdattn: " + bad[bad.size() - 2] + ": ", 0), 0u) << r.err;
+  }
 }
 
 // --- settings ------------------------------------------------------------------------------
 
-// The Args RunCli would pass for these connection flags ("--tls" a switch, the others
-// "--name value").
-Args MustParseArgs(const std::vector<std::string>& argv) {
-  Args args;
-  args.positional = {"list"};
+// The ConnectionOptions RunCli would pass for these connection flags ("--tls" a switch, the
+// others "--name value").
+ConnectionOptions MustParseArgs(const std::vector<std::string>& argv) {
+  ConnectionOptions o;
   for (size_t i = 0; i < argv.size(); ++i) {
-    EXPECT_EQ(argv[i].rfind("--", 0), 0u) << argv[i];
-    const std::string name = argv[i].substr(2);
-    if (name == "tls") {
-      args.switches.insert(name);
-    } else if (i + 1 < argv.size()) {
-      args.values[name].push_back(argv[++i]);
+    const std::string& name = argv[i];
+    if (name == "--tls") {
+      o.flags.tls = true;
+      continue;
     }
+    EXPECT_LT(i + 1, argv.size()) << name;
+    const std::string value = i + 1 < argv.size() ? argv[++i] : "";
+    if (name == "--coordinator") o.flags.coordinator = value;
+    if (name == "--token") o.flags.token = value;
+    if (name == "--token-file") o.flags.token_file = value;
+    if (name == "--ca-cert") o.flags.ca_cert = value;
+    if (name == "--timeout") o.timeout_seconds = std::stod(value);
+    if (name == "--config") o.config = value;
   }
-  return args;
+  return o;
 }
 
 TEST(SettingsTest, DefaultsWithNothingSet) {
@@ -180,8 +193,11 @@ TEST(SettingsTest, ErrorsNameTheirSource) {
   auto bad_token = ResolveConnection(MustParseArgs({"--token", "a\x01b"}), FakeEnv({}));
   EXPECT_EQ(bad_token.status().code(), StatusCode::kInvalidArgument);
 
-  auto bad_timeout = ResolveConnection(MustParseArgs({"--timeout", "-1"}), FakeEnv({}));
-  EXPECT_NE(bad_timeout.status().message().find("--timeout"), std::string::npos);
+  // --timeout's own check is its validator (CliArgsTest); the config file's is here.
+  const std::string bad_timeout_config = WriteTemp("bad-timeout.yaml", "timeout_seconds: -1\n");
+  auto bad_timeout =
+      ResolveConnection(MustParseArgs({"--config", bad_timeout_config}), FakeEnv({}));
+  EXPECT_NE(bad_timeout.status().message().find("timeout_seconds"), std::string::npos);
 }
 
 // --- The request id (SHA-256 itself is tested in tests/data/sha256_test.cc)
