@@ -35,6 +35,26 @@ std::string HardwareKindLabel(HardwareKind kind) {
   return "";
 }
 
+// The one place a job's state becomes the report's: the statistics library has its own enum
+// (it knows no coordinator type), with kUnknown for an input that does not say.
+stats::RunState RunStateOf(JobState state) {
+  switch (state) {
+    case JobState::kPending:
+      return stats::RunState::kPending;
+    case JobState::kLeased:
+      return stats::RunState::kLeased;
+    case JobState::kRunning:
+      return stats::RunState::kRunning;
+    case JobState::kSucceeded:
+      return stats::RunState::kSucceeded;
+    case JobState::kFailed:
+      return stats::RunState::kFailed;
+    case JobState::kCancelled:
+      return stats::RunState::kCancelled;
+  }
+  return stats::RunState::kUnknown;
+}
+
 // What the metric events of one job say, per attempt where it matters.
 struct JobEvents {
   std::map<int64_t, stats::MilestoneResult> milestones;  // latest evaluation per milestone
@@ -223,7 +243,7 @@ stats::ReportInput MakeStatsInput(const ReportSource& source, const std::string&
     r.scale = job.spec.scale();
     r.arm = job.spec.arm();
     r.seed = job.spec.seed();
-    r.state = std::string(JobStateName(job.state));
+    r.state = RunStateOf(job.state);
     r.failure_reason = job.failure_reason;
     r.control_parent_arm = job.spec.control_parent_arm();
     if (!r.control_parent_arm.empty()) {

@@ -18,12 +18,24 @@ pb::HardwareKind HardwareKindOfLabel(const std::string& label) {
   return pb::HARDWARE_KIND_UNSPECIFIED;
 }
 
-pb::JobState JobStateOfLabel(const std::string& label) {
-  pb::JobState state = pb::JOB_STATE_UNSPECIFIED;
-  if (label.empty() || !pb::JobState_Parse("JOB_STATE_" + label, &state)) {
-    return pb::JOB_STATE_UNSPECIFIED;
+pb::JobState JobStateOf(stats::RunState state) {
+  switch (state) {
+    case stats::RunState::kPending:
+      return pb::JOB_STATE_PENDING;
+    case stats::RunState::kLeased:
+      return pb::JOB_STATE_LEASED;
+    case stats::RunState::kRunning:
+      return pb::JOB_STATE_RUNNING;
+    case stats::RunState::kSucceeded:
+      return pb::JOB_STATE_SUCCEEDED;
+    case stats::RunState::kFailed:
+      return pb::JOB_STATE_FAILED;
+    case stats::RunState::kCancelled:
+      return pb::JOB_STATE_CANCELLED;
+    case stats::RunState::kUnknown:
+      break;
   }
-  return state;
+  return pb::JOB_STATE_UNSPECIFIED;
 }
 
 double Defined(bool defined, double v) { return defined ? v : kNaN; }
@@ -188,7 +200,7 @@ pb::Report ReportToProto(const stats::ReportTables& t, int64_t now_us) {
     out->set_arm(m.arm);
     out->set_milestone_tokens(m.milestone_tokens);
     out->set_job_id(m.job_id);
-    out->set_job_state(JobStateOfLabel(m.job_state));
+    out->set_job_state(JobStateOf(m.job_state));
     out->set_reason(m.reason);
     out->set_split(m.split);
   }

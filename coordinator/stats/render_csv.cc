@@ -234,7 +234,7 @@ const std::vector<Column<Of<NllTable, NllLine>>>& NllColumns() {
       {"present", [cell](const RowType& r) { return Bool(cell(r).present); }},
       {"nll", [cell](const RowType& r) { return Exact(cell(r).nll); }},
       {"job_id", [cell](const RowType& r) { return cell(r).job_id; }},
-      {"job_state", [cell](const RowType& r) { return cell(r).state; }},
+      {"job_state", [cell](const RowType& r) { return std::string(RunStateName(cell(r).state)); }},
       {"missing_reason", [cell](const RowType& r) { return cell(r).missing_reason; }},
   };
   return columns;
@@ -416,7 +416,7 @@ const std::vector<Column<MissingEntry>>& MissingColumns() {
       RDATTN_COLUMN("split", r.split),
       RDATTN_COLUMN("milestone_tokens", Int(r.milestone_tokens)),
       RDATTN_COLUMN("job_id", r.job_id),
-      RDATTN_COLUMN("job_state", r.job_state),
+      RDATTN_COLUMN("job_state", std::string(RunStateName(r.job_state))),
       RDATTN_COLUMN("reason", r.reason),
   };
   return columns;

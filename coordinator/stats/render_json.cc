@@ -183,7 +183,7 @@ std::string RenderJson(const ReportTables& t) {
         cells[table.arms[a]] = Json{{"present", c.present},
                                     {"nll", Num(c.nll)},
                                     {"job_id", c.job_id},
-                                    {"job_state", c.state},
+                                    {"job_state", std::string(RunStateName(c.state))},
                                     {"missing_reason", c.missing_reason}};
       }
       rows.push_back(Json{{"seed", table.seeds[s]}, {"arms", cells}});
@@ -331,7 +331,7 @@ std::string RenderJson(const ReportTables& t) {
                            {"split", m.split},
                            {"milestone_tokens", m.milestone_tokens},
                            {"job_id", m.job_id},
-                           {"job_state", m.job_state},
+                           {"job_state", std::string(RunStateName(m.job_state))},
                            {"reason", m.reason}});
   }
   j["missing"] = missing;

@@ -483,7 +483,8 @@ void MissingData(std::ostringstream& md, const ReportTables& t) {
     md << Header({"scale", "arm", "seed", "at", "job", "state", "reason"});
     for (const MissingEntry& m : t.missing) {
       md << Row({m.scale, m.arm, std::to_string(m.seed), Where(m.split, m.milestone_tokens),
-                 m.job_id.empty() ? "none" : m.job_id, m.job_state.empty() ? "n/a" : m.job_state,
+                 m.job_id.empty() ? "none" : m.job_id,
+                 m.job_state == RunState::kUnknown ? "n/a" : std::string(RunStateName(m.job_state)),
                  m.reason});
     }
     md << "\n";

@@ -14,9 +14,12 @@ namespace {
 
 constexpr double kLn2 = 0.693147180559945309417232121458176568;
 
-bool IsTerminal(const std::string& state) {
-  return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+bool IsTerminal(RunState state) {
+  return state == RunState::kSucceeded || state == RunState::kFailed ||
+         state == RunState::kCancelled;
 }
+
+std::string Name(RunState state) { return std::string(RunStateName(state)); }
 
 bool Finite(double v) { return std::isfinite(v); }
 
@@ -39,14 +42,15 @@ class RunIndex {
       }
       const RunResult* kept = it->second;
       const auto rank = [](const RunResult* r) {
-        return std::make_tuple(r->state == "SUCCEEDED" ? 1 : 0, r->milestones.size());
+        return std::make_tuple(r->state == RunState::kSucceeded ? 1 : 0, r->milestones.size());
       };
       const RunResult* winner = rank(&run) > rank(kept) ? &run : kept;
       const RunResult* loser = winner == kept ? &run : kept;
       it->second = winner;
       notes.push_back("more than one job for scale " + run.scale + ", arm " + run.arm + ", seed " +
                       std::to_string(run.seed) + ": using " + winner->job_id + " (" +
-                      winner->state + "), ignoring " + loser->job_id + " (" + loser->state + ")");
+                      Name(winner->state) + "), ignoring " + loser->job_id + " (" +
+                      Name(loser->state) + ")");
     }
   }
   const RunResult* Find(const std::string& scale, const std::string& arm, uint64_t seed) const {
@@ -83,16 +87,16 @@ NllCell ValCell(const RunResult* run, int64_t milestone) {
   }
   if (it != run->milestones.end()) {
     cell.missing_reason = "evaluation without a finite validation NLL";
-  } else if (run->state == "FAILED") {
+  } else if (run->state == RunState::kFailed) {
     cell.missing_reason = "job FAILED before this milestone" + WithReason(*run);
-  } else if (run->state == "CANCELLED") {
+  } else if (run->state == RunState::kCancelled) {
     cell.missing_reason = "job CANCELLED before this milestone" + WithReason(*run);
-  } else if (run->state == "SUCCEEDED") {
+  } else if (run->state == RunState::kSucceeded) {
     cell.missing_reason = "job SUCCEEDED without an evaluation at this milestone";
-  } else if (run->state.empty()) {
+  } else if (run->state == RunState::kUnknown) {
     cell.missing_reason = "no evaluation at this milestone (job state unknown)";
   } else {
-    cell.missing_reason = "job " + run->state + ": milestone not reached yet";
+    cell.missing_reason = "job " + Name(run->state) + ": milestone not reached yet";
   }
   return cell;
 }
@@ -114,14 +118,14 @@ NllCell TestCell(const RunResult* run) {
     cell.nll = run->test_nll;
     return cell;
   }
-  if (run->state == "FAILED" || run->state == "CANCELLED") {
-    cell.missing_reason = "job " + run->state + " without a test NLL" + WithReason(*run);
-  } else if (run->state == "SUCCEEDED") {
+  if (run->state == RunState::kFailed || run->state == RunState::kCancelled) {
+    cell.missing_reason = "job " + Name(run->state) + " without a test NLL" + WithReason(*run);
+  } else if (run->state == RunState::kSucceeded) {
     cell.missing_reason = "job SUCCEEDED without a test NLL";
-  } else if (run->state.empty()) {
+  } else if (run->state == RunState::kUnknown) {
     cell.missing_reason = "no test NLL (job state unknown)";
   } else {
-    cell.missing_reason = "job " + run->state + ": the test NLL comes at the end of the run";
+    cell.missing_reason = "job " + Name(run->state) + ": the test NLL comes at the end of the run";
   }
   return cell;
 }
@@ -270,12 +274,12 @@ void AddMissing(const std::string& scale, const std::string& arm, uint64_t seed,
   base.job_id = run->job_id;
   base.job_state = run->state;
   if (!run->excluded.empty()) {
-    base.reason = "job " + run->state + ", not paired: " + run->excluded;
+    base.reason = "job " + Name(run->state) + ", not paired: " + run->excluded;
     missing.push_back(base);
     return;
   }
   if (IsTerminal(run->state) && !HasAnyEvaluation(*run)) {
-    base.reason = "job " + run->state + " without any evaluation" + WithReason(*run);
+    base.reason = "job " + Name(run->state) + " without any evaluation" + WithReason(*run);
     missing.push_back(base);
     return;
   }
@@ -485,6 +489,26 @@ void AddCost(const std::string& scale, const std::string& arm, const std::string
 }
 
 }  // namespace
+
+std::string_view RunStateName(RunState state) {
+  switch (state) {
+    case RunState::kPending:
+      return "PENDING";
+    case RunState::kLeased:
+      return "LEASED";
+    case RunState::kRunning:
+      return "RUNNING";
+    case RunState::kSucceeded:
+      return "SUCCEEDED";
+    case RunState::kFailed:
+      return "FAILED";
+    case RunState::kCancelled:
+      return "CANCELLED";
+    case RunState::kUnknown:
+      break;
+  }
+  return "";
+}
 
 ReportTables BuildTables(const ReportInput& input, uint64_t bootstrap_seed, int resamples,
                          double level) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "coordinator/stats/paired_stats.h"
@@ -40,15 +41,22 @@ struct MilestoneResult {
   std::vector<int> attention_sources;
 };
 
+// The state of a job (the coordinator's JobState, docs/coordinator.md), mapped once where the
+// input is made; kUnknown when the input does not say. It only explains missing cells: data a
+// job did produce is used whatever its state.
+enum class RunState { kUnknown, kPending, kLeased, kRunning, kSucceeded, kFailed, kCancelled };
+
+// "PENDING", "LEASED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"; "" for kUnknown. The
+// report's text, CSV and JSON print a state by this name.
+std::string_view RunStateName(RunState state);
+
 // One job of the sweep, whatever its state.
 struct RunResult {
   std::string job_id;
   std::string scale;
   std::string arm;
   uint64_t seed = 0;
-  // JobState without the prefix: "PENDING", "LEASED", "RUNNING", "SUCCEEDED", "FAILED",
-  // "CANCELLED". Used to explain missing cells; data a job did produce is used whatever its state.
-  std::string state;
+  RunState state = RunState::kUnknown;
   std::string failure_reason;       // for FAILED / CANCELLED
   std::string control_parent_arm;   // non-empty: this job is a control compared with that arm
   int64_t control_stop_tokens = 0;  // a control's stop (ControlSpec.stop_at_tokens)
@@ -99,7 +107,7 @@ struct NllCell {
   bool present = false;
   double nll = kMissing;
   std::string job_id;
-  std::string state;
+  RunState state = RunState::kUnknown;
   std::string missing_reason;  // when !present
 };
 
@@ -257,7 +265,7 @@ struct MissingEntry {
   std::string split = kSplitVal;
   int64_t milestone_tokens = 0;
   std::string job_id;
-  std::string job_state;
+  RunState job_state = RunState::kUnknown;
   std::string reason;
 };
 

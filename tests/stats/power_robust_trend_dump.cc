@@ -52,7 +52,7 @@ ReportInput MakeInput(const std::string& name, const Deltas& deltas, double targ
     ref.arm = "block";
     arm.arm = "rd";
     ref.seed = arm.seed = seed;
-    ref.state = arm.state = "SUCCEEDED";
+    ref.state = arm.state = rdattn::stats::RunState::kSucceeded;
     for (const auto& [m, d] : by_m) {
       const double base = 3.3 - 0.05 * std::log(static_cast<double>(m) / 2.5e8);
       ref.milestones[m].val_nll = base;

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -55,7 +56,7 @@ MilestoneResult Eval(double nll, bool v_route, uint64_t seed, int layers = 6) {
   return m;
 }
 
-RunResult MakeRun(const std::string& arm, uint64_t seed, const std::string& state) {
+RunResult MakeRun(const std::string& arm, uint64_t seed, RunState state) {
   RunResult r;
   r.job_id = "sw1-S-" + arm + "-" + std::to_string(seed);
   r.scale = "S";
@@ -74,8 +75,8 @@ ReportInput PaperSweep() {
   in.reference_arm = "block";
   in.milestones = kMilestones;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
-    RunResult block = MakeRun("block", seed, "SUCCEEDED");
-    RunResult rd = MakeRun("rd", seed, "SUCCEEDED");
+    RunResult block = MakeRun("block", seed, RunState::kSucceeded);
+    RunResult rd = MakeRun("rd", seed, RunState::kSucceeded);
     for (int64_t m : kMilestones) {
       const double b = BlockNll(m, seed);
       const double shrink = m == k2B ? 1.0 : 1.0 + 0.1 * std::log2(static_cast<double>(k2B) / m);
@@ -106,8 +107,8 @@ ReportInput MessySweep() {
   in.seeds = {1, 2, 3, 4, 5};
   in.controls = {{"tied", "block", k500M}, {"frozen_v", "rd", k500M}};
   for (uint64_t seed = 1; seed <= 4; ++seed) {
-    RunResult block = MakeRun("block", seed, seed == 4 ? "RUNNING" : "SUCCEEDED");
-    RunResult rd = MakeRun("rd", seed, seed == 3 ? "FAILED" : "SUCCEEDED");
+    RunResult block = MakeRun("block", seed, seed == 4 ? RunState::kRunning : RunState::kSucceeded);
+    RunResult rd = MakeRun("rd", seed, seed == 3 ? RunState::kFailed : RunState::kSucceeded);
     if (seed == 3) rd.failure_reason = "CUDA out of memory";
     for (int64_t m : kMilestones) {
       const double b = BlockNll(m, seed);
@@ -127,14 +128,15 @@ ReportInput MessySweep() {
     in.runs.push_back(block);
     in.runs.push_back(rd);
 
-    RunResult tied = MakeRun("tied", seed, "SUCCEEDED");
+    RunResult tied = MakeRun("tied", seed, RunState::kSucceeded);
     tied.control_parent_arm = "block";
     tied.control_stop_tokens = k500M;
     tied.milestones[k250M] = Eval(BlockNll(k250M, seed) + 0.0001, false, seed);
     tied.milestones[k500M] = Eval(BlockNll(k500M, seed) + 0.0001 * seed, false, seed);
     in.runs.push_back(tied);
 
-    RunResult frozen = MakeRun("frozen_v", seed, seed == 2 ? "CANCELLED" : "SUCCEEDED");
+    RunResult frozen =
+        MakeRun("frozen_v", seed, seed == 2 ? RunState::kCancelled : RunState::kSucceeded);
     frozen.control_parent_arm = "rd";
     frozen.control_stop_tokens = k500M;
     if (seed != 2) {
@@ -143,7 +145,7 @@ ReportInput MessySweep() {
     }
     in.runs.push_back(frozen);
   }
-  RunResult duplicate = MakeRun("rd", 1, "FAILED");
+  RunResult duplicate = MakeRun("rd", 1, RunState::kFailed);
   duplicate.job_id = "sw2-S-rd-1-old";
   duplicate.failure_reason = "worker lost";
   in.runs.push_back(duplicate);
@@ -323,7 +325,7 @@ TEST(BuildTables, ControlsAgainstParentAndReference) {
 
 TEST(BuildTables, ControlMilestoneIsTheLastEvaluationAtOrBeforeTheStop) {
   ReportInput in = PaperSweep();
-  RunResult c = MakeRun("average", 1, "SUCCEEDED");
+  RunResult c = MakeRun("average", 1, RunState::kSucceeded);
   c.control_parent_arm = "block";
   c.control_stop_tokens = 600000000;  // between milestones: compared at 500M
   c.milestones[k250M] = Eval(3.0, false, 1);
@@ -692,6 +694,38 @@ TEST(RenderJson, ParsesBackWithTheSameNumbers) {
   }
   EXPECT_TRUE(saw_null);
   EXPECT_EQ(j["depth"][0]["layers"][0]["sources"].get<int>(), 1);
+}
+
+// A job's state is an enum in the tables and printed by one name in every file: missing.csv's
+// and report.json's job_state, and report.md's missing table (n/a when there is no job).
+TEST(RunState, OneNamePerStateInEveryRenderer) {
+  EXPECT_EQ(RunStateName(RunState::kPending), "PENDING");
+  EXPECT_EQ(RunStateName(RunState::kLeased), "LEASED");
+  EXPECT_EQ(RunStateName(RunState::kRunning), "RUNNING");
+  EXPECT_EQ(RunStateName(RunState::kSucceeded), "SUCCEEDED");
+  EXPECT_EQ(RunStateName(RunState::kFailed), "FAILED");
+  EXPECT_EQ(RunStateName(RunState::kCancelled), "CANCELLED");
+  EXPECT_EQ(RunStateName(RunState::kUnknown), "");
+
+  const ReportTables t = BuildTables(MessySweep(), kSeed);
+  std::set<RunState> seen;
+  for (const MissingEntry& m : t.missing) seen.insert(m.job_state);
+  EXPECT_EQ(seen, (std::set<RunState>{RunState::kUnknown, RunState::kSucceeded, RunState::kRunning,
+                                      RunState::kFailed, RunState::kCancelled}));
+  const auto csv = ParseCsv(RenderCsv(t).at("missing.csv"));
+  const nlohmann::json j = nlohmann::json::parse(RenderJson(t));
+  ASSERT_EQ(csv.size(), t.missing.size() + 1);
+  ASSERT_EQ(j["missing"].size(), t.missing.size());
+  EXPECT_EQ(csv[0][6], "job_state");
+  for (size_t i = 0; i < t.missing.size(); ++i) {
+    const std::string name(RunStateName(t.missing[i].job_state));
+    EXPECT_EQ(csv[i + 1][6], name) << i;
+    EXPECT_EQ(j["missing"][i]["job_state"], name) << i;
+  }
+  const std::string md = RenderMarkdown(t, "");
+  EXPECT_NE(md.find("| sw1-S-rd-3 | FAILED | job FAILED before this milestone"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| none | n/a | no job for this (scale, arm, seed) |"), std::string::npos);
 }
 
 // ---- Plots -------------------------------------------------------------------------------
