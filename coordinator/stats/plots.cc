@@ -79,12 +79,6 @@ Status WriteText(const fs::path& path, const std::string& text) {
   return Status::Ok();
 }
 
-// Panels of a multiplot: up to 2 per row.
-void Layout(size_t panels, size_t& rows, size_t& cols) {
-  cols = std::min<size_t>(std::max<size_t>(panels, 1), 2);
-  rows = (std::max<size_t>(panels, 1) + cols - 1) / cols;
-}
-
 std::string Terminal(const std::string& png, size_t rows, size_t cols) {
   std::ostringstream gp;
   gp << "# Written by rdattn (coordinator/stats/plots.cc). Run: gnuplot "
@@ -93,6 +87,17 @@ std::string Terminal(const std::string& png, size_t rows, size_t cols) {
      << "set terminal pngcairo size " << 720 * cols << "," << 500 * rows
      << " noenhanced font 'DejaVu Sans,10'\n"
      << "set output " << GnuplotQuoted(png) << "\n";
+  return gp.str();
+}
+
+// The start of a script that draws `panels` panels (one per scale) into `png`: the terminal,
+// sized for up to 2 panels per row, and the multiplot with its `title`.
+std::string MultiplotStart(const std::string& png, size_t panels, const std::string& title) {
+  const size_t cols = std::min<size_t>(std::max<size_t>(panels, 1), 2);
+  const size_t rows = (std::max<size_t>(panels, 1) + cols - 1) / cols;
+  std::ostringstream gp;
+  gp << Terminal(png, rows, cols);
+  gp << "set multiplot layout " << rows << "," << cols << " title " << GnuplotQuoted(title) << "\n";
   return gp.str();
 }
 
@@ -122,6 +127,14 @@ std::string TokensAxis(const std::set<int64_t>& xs) {
   return gp.str();
 }
 
+// A panel over training tokens (non-empty `xs`): its title, the axis labels, the key, the grid
+// and the x axis of TokensAxis.
+std::string TokensPanel(const std::string& title, const std::string& ylabel,
+                        const std::set<int64_t>& xs) {
+  return "set title " + GnuplotQuoted(title) + "\nset xlabel 'training tokens'\nset ylabel " +
+         GnuplotQuoted(ylabel) + "\nset key top right\nset grid\n" + TokensAxis(xs);
+}
+
 std::string NoDataPanel(const std::string& title, const std::string& why) {
   std::ostringstream gp;
   gp << "set title " << GnuplotQuoted(title) << "\n"
@@ -135,14 +148,10 @@ std::string NoDataPanel(const std::string& title, const std::string& why) {
 // (a) Validation NLL against tokens, one panel per scale, one line per arm (mean over seeds)
 // with a band from the lowest to the highest seed.
 Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
-  size_t rows, cols;
-  Layout(t.scales.size(), rows, cols);
   std::ostringstream gp;
-  gp << Terminal(kPlotNllVsTokens, rows, cols);
-  gp << "set multiplot layout " << rows << "," << cols << " title "
-     << GnuplotQuoted(
-            "Validation NLL against training tokens: mean over seeds, band = min to max seed")
-     << "\n";
+  gp << MultiplotStart(
+      kPlotNllVsTokens, t.scales.size(),
+      "Validation NLL against training tokens: mean over seeds, band = min to max seed");
   for (size_t si = 0; si < t.scales.size(); ++si) {
     const std::string& scale = t.scales[si];
     // arm -> rows "tokens mean min max sd n"
@@ -176,10 +185,7 @@ Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
       gp << NoDataPanel(title, "no validation NLL yet");
       continue;
     }
-    gp << "set title " << GnuplotQuoted(title) << "\n"
-       << "set xlabel 'training tokens'\nset ylabel 'validation NLL (nats/token)'\n"
-       << "set key top right\nset grid\n";
-    gp << TokensAxis(xs);
+    gp << TokensPanel(title, "validation NLL (nats/token)", xs);
     std::string plot;
     for (size_t ai = 0; ai < arms.size(); ++ai) {
       auto it = data.find(arms[ai]);
@@ -294,14 +300,10 @@ Status WriteDeltaPlot(const ReportTables& t, const fs::path& dir) {
 // (c) JS(QK‖V) by layer at each arm's last milestone, one panel per scale, one line per arm with
 // a V route, error bars = sd over seeds.
 Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
-  size_t rows, cols;
-  Layout(t.scales.size(), rows, cols);
   std::ostringstream gp;
-  gp << Terminal(kPlotJsByLayer, rows, cols);
-  gp << "set multiplot layout " << rows << "," << cols << " title "
-     << GnuplotQuoted(
-            "JS(QK‖V) by layer, mean over seeds at the last milestone (bars: sd over seeds)")
-     << "\n";
+  gp << MultiplotStart(
+      kPlotJsByLayer, t.scales.size(),
+      "JS(QK‖V) by layer, mean over seeds at the last milestone (bars: sd over seeds)");
   for (size_t si = 0; si < t.scales.size(); ++si) {
     const std::string& scale = t.scales[si];
     std::vector<const DepthRow*> last;  // each V-route arm's last milestone
@@ -361,14 +363,10 @@ Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
 // (d) Δ per seed against training tokens: one panel per scale, per arm a thin line per seed and
 // a thick line for the mean over seeds (the paired rows' mean Δ); a dashed zero line.
 Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
-  size_t rows, cols;
-  Layout(t.scales.size(), rows, cols);
   std::ostringstream gp;
-  gp << Terminal(kPlotDeltaVsTokens, rows, cols);
-  gp << "set multiplot layout " << rows << "," << cols << " title "
-     << GnuplotQuoted("Delta NLL (arm - " + t.reference_arm +
-                      ") per seed against training tokens; thick: mean over seeds")
-     << "\n";
+  gp << MultiplotStart(kPlotDeltaVsTokens, t.scales.size(),
+                       "Delta NLL (arm - " + t.reference_arm +
+                           ") per seed against training tokens; thick: mean over seeds");
   for (size_t si = 0; si < t.scales.size(); ++si) {
     const std::string& scale = t.scales[si];
     const std::string title = "scale " + scale;
@@ -383,10 +381,7 @@ Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
       gp << NoDataPanel(title, "no complete pair yet");
       continue;
     }
-    gp << "set title " << GnuplotQuoted(title) << "\n"
-       << "set xlabel 'training tokens'\nset ylabel 'delta NLL (nats/token)'\n"
-       << "set key top right\nset grid\n";
-    gp << TokensAxis(xs);
+    gp << TokensPanel(title, "delta NLL (nats/token)", xs);
     std::string plot = "0 with lines dt 2 lc rgb '#555555' notitle";
     for (size_t ai = 0; ai < trends.size(); ++ai) {
       const TrendRow& tr = *trends[ai];
