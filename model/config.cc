@@ -16,6 +16,27 @@ constexpr ArmEntry kArms[] = {
     {Arm::kFrozenV, "frozen_v"},
 };
 
+// The presets, in PresetNames() order. Each shape is written from `arm` to `vocab_size`
+// (ModelConfig's field order); Preset sets the arm, and the fields after vocab_size keep
+// ModelConfig's defaults.
+struct PresetEntry {
+  std::string_view name;
+  ModelConfig shape;
+};
+constexpr PresetEntry kPresets[] = {
+    // name, {arm, layers, width, heads, ffn_hidden, blocks, context, vocab_size}
+    // Paper scale, ~120M: GPT-2 vocabulary padded to 50304, SwiGLU 2560, N = 8 (P = 2).
+    {"S", {Arm::kBlock, 16, 576, 9, 2560, 8, 1024, 50304}},
+    // Paper scale, ~343M: SwiGLU 3904, N = 8 (P = 3).
+    {"M", {Arm::kBlock, 24, 832, 13, 3904, 8, 1024, 50304}},
+    // Unit tests and the CI sweep: byte-level vocabulary (256 bytes + EOT).
+    {"tiny", {Arm::kBlock, 2, 64, 2, 192, 2, 64, 257}},
+    // The CPU demo: byte-level, 4 layers, 2 blocks.
+    {"cpu-small", {Arm::kBlock, 4, 128, 2, 384, 2, 128, 257}},
+    // The benchmark shape of the foundation issue: 4 layers, width 256, context 256, vocab 512.
+    {"cpu-bench", {Arm::kBlock, 4, 256, 4, 768, 2, 256, 512}},
+};
+
 std::string Str(double v) {
   std::ostringstream os;
   os << v;
@@ -97,60 +118,20 @@ std::vector<FieldError> ModelConfig::Validate() const {
 }
 
 std::optional<ModelConfig> Preset(std::string_view name, Arm arm) {
-  ModelConfig c;
-  c.arm = arm;
-  if (name == "S") {
-    // Paper scale, ~120M: GPT-2 vocabulary padded to 50304, SwiGLU 2560, N = 8 (P = 2).
-    c.layers = 16;
-    c.width = 576;
-    c.heads = 9;
-    c.ffn_hidden = 2560;
-    c.blocks = 8;
-    c.context = 1024;
-    c.vocab_size = 50304;
-  } else if (name == "M") {
-    // Paper scale, ~343M: SwiGLU 3904, N = 8 (P = 3).
-    c.layers = 24;
-    c.width = 832;
-    c.heads = 13;
-    c.ffn_hidden = 3904;
-    c.blocks = 8;
-    c.context = 1024;
-    c.vocab_size = 50304;
-  } else if (name == "tiny") {
-    // Unit tests and the CI sweep: byte-level vocabulary (256 bytes + EOT).
-    c.layers = 2;
-    c.width = 64;
-    c.heads = 2;
-    c.ffn_hidden = 192;
-    c.blocks = 2;
-    c.context = 64;
-    c.vocab_size = 257;
-  } else if (name == "cpu-small") {
-    // The CPU demo: byte-level, 4 layers, 2 blocks.
-    c.layers = 4;
-    c.width = 128;
-    c.heads = 2;
-    c.ffn_hidden = 384;
-    c.blocks = 2;
-    c.context = 128;
-    c.vocab_size = 257;
-  } else if (name == "cpu-bench") {
-    // The benchmark shape of the foundation issue: 4 layers, width 256, context 256, vocab 512.
-    c.layers = 4;
-    c.width = 256;
-    c.heads = 4;
-    c.ffn_hidden = 768;
-    c.blocks = 2;
-    c.context = 256;
-    c.vocab_size = 512;
-  } else {
-    return std::nullopt;
+  for (const PresetEntry& p : kPresets) {
+    if (p.name != name) continue;
+    ModelConfig c = p.shape;
+    c.arm = arm;
+    return c;
   }
-  return c;
+  return std::nullopt;
 }
 
-std::vector<std::string> PresetNames() { return {"S", "M", "tiny", "cpu-small", "cpu-bench"}; }
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> names;
+  for (const PresetEntry& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
 
 ParamCounts CountParams(const ModelConfig& c) {
   ParamCounts p;
