@@ -7,8 +7,12 @@
 #include <cmath>
 #include <filesystem>
 #include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "coordinator/data_identity.h"
+#include "coordinator/proto_convert.h"
 #include "proto/contract/contract.h"
 #include "tests/coordinator/test_util.h"
 
@@ -234,6 +238,44 @@ TEST(ReportTest, IncompleteWhileJobsRun) {
     EXPECT_TRUE(std::isnan(row.t_ci_low()));
   }
   EXPECT_GT(r.missing_size(), 0);
+}
+
+// A job's state is mapped once into the report's input (stats::RunState) and back to the proto's
+// JobState: every state reaches Report.missing as the same JobState, and missing.csv and the
+// reason name it as JobStateName does.
+TEST(ReportTest, EveryJobStateReachesTheMissingListUnchanged) {
+  for (JobState state : kAllJobStates) {
+    Built b = Make();  // no events: every job's cells are missing
+    for (JobRow& j : b.src.jobs) j.state = state;
+    ReportOptions csv_only;
+    csv_only.formats = {"csv"};
+    const pb::GetReportResponse resp = BuildReport(b.src, csv_only);
+    const std::string name(JobStateName(state));
+    // An ended job without any evaluation is one entry (3 seeds x block, rd, tied); a job still
+    // to run is one per expected cell (block and rd at 6144 and 12288, tied at 6144).
+    const bool ended = state == JobState::kSucceeded || state == JobState::kFailed ||
+                       state == JobState::kCancelled;
+    ASSERT_EQ(resp.report().missing_size(), ended ? 9 : 15) << name;
+    for (const pb::MissingEntry& m : resp.report().missing()) {
+      EXPECT_EQ(m.job_state(), ToProto(state)) << name;
+      EXPECT_NE(m.reason().find("job " + name), std::string::npos) << m.reason();
+    }
+    const pb::ReportFile* csv = FindFile(resp, "missing.csv");
+    ASSERT_NE(csv, nullptr);
+    std::istringstream lines(csv->content());
+    std::string line;
+    int rows = 0;
+    std::getline(lines, line);  // header
+    while (std::getline(lines, line)) {
+      std::vector<std::string> fields;
+      std::istringstream cells(line);
+      for (std::string cell; std::getline(cells, cell, ',');) fields.push_back(cell);
+      ASSERT_GE(fields.size(), 7u) << line;
+      EXPECT_EQ(fields[6], name) << line;
+      ++rows;
+    }
+    EXPECT_EQ(rows, resp.report().missing_size()) << csv->content();
+  }
 }
 
 // A stored sweep with evaluations, training steps and end-of-run events: the full report and
