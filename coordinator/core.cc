@@ -16,6 +16,41 @@
 #include "proto/contract/contract.h"
 
 namespace rdattn::coordinator {
+namespace {
+
+// The event row of a job's state change (`from` is JOB_STATE_UNSPECIFIED for a new job).
+EventRow JobStateChangeRow(const JobRow& job, int64_t time_us, pb::JobState from, pb::JobState to,
+                           const std::string& reason) {
+  EventRow row;
+  row.sweep_id = job.sweep_id;
+  row.job_id = job.id;
+  row.kind = EventKind::kJobStateChange;
+  row.time_us = time_us;
+  pb::JobStateChange* change = row.event.mutable_job_state_change();
+  change->set_job_id(job.id);
+  change->set_from_state(from);
+  change->set_to_state(to);
+  change->set_attempt(job.attempts);
+  change->set_worker_id(job.worker_id);
+  change->set_reason(reason);
+  return row;
+}
+
+// The event row of a sweep's state change (`from` is SWEEP_STATE_UNSPECIFIED for a new sweep).
+EventRow SweepStateChangeRow(const std::string& sweep_id, int64_t time_us, pb::SweepState from,
+                             pb::SweepState to, const std::string& reason) {
+  EventRow row;
+  row.sweep_id = sweep_id;
+  row.kind = EventKind::kSweepStateChange;
+  row.time_us = time_us;
+  pb::SweepStateChange* change = row.event.mutable_sweep_state_change();
+  change->set_from_state(from);
+  change->set_to_state(to);
+  change->set_reason(reason);
+  return row;
+}
+
+}  // namespace
 
 Core::Core(std::unique_ptr<Store> store, const Clock* clock, CoreOptions options,
            CoreCounters* counters)
@@ -345,18 +380,7 @@ StatusOr<JobState> Core::ApplyJobEvent(JobRow& job, JobEvent event, const EventC
                                 << (ctx.reason.empty()
                                         ? ""
                                         : ": " + ctx.reason.substr(0, ctx.reason.find('\n')));
-  EventRow row;
-  row.sweep_id = job.sweep_id;
-  row.job_id = job.id;
-  row.kind = EventKind::kJobStateChange;
-  row.time_us = now;
-  pb::JobStateChange* change = row.event.mutable_job_state_change();
-  change->set_job_id(job.id);
-  change->set_from_state(ToProto(from));
-  change->set_to_state(ToProto(t.new_state));
-  change->set_attempt(job.attempts);
-  change->set_worker_id(job.worker_id);
-  change->set_reason(ctx.reason);
+  EventRow row = JobStateChangeRow(job, now, ToProto(from), ToProto(t.new_state), ctx.reason);
   RDATTN_RETURN_IF_ERROR(AppendEvent(row).status());
   if (t.new_state == JobState::kPending) NotifyWork();
   RDATTN_RETURN_IF_ERROR(RefreshSweepState(job.sweep_id, ctx.reason));
@@ -395,14 +419,9 @@ Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& r
   RDATTN_RETURN_IF_ERROR(store_->UpdateSweep(sweep));
   RDATTN_LOG(kInfo) << "sweep " << sweep_id << ": " << SweepStateName(from) << " -> "
                     << SweepStateName(next);
-  EventRow row;
-  row.sweep_id = sweep_id;
-  row.kind = EventKind::kSweepStateChange;
-  row.time_us = now;
-  pb::SweepStateChange* change = row.event.mutable_sweep_state_change();
-  change->set_from_state(ToProto(from));
-  change->set_to_state(ToProto(next));
-  change->set_reason(IsTerminal(next) && !sweep.message.empty() ? sweep.message : reason);
+  EventRow row =
+      SweepStateChangeRow(sweep_id, now, ToProto(from), ToProto(next),
+                          IsTerminal(next) && !sweep.message.empty() ? sweep.message : reason);
   return AppendEvent(row).status();
 }
 
@@ -410,12 +429,8 @@ Status Core::RefreshSweepState(const std::string& sweep_id, const std::string& r
 
 Status Core::InsertSweep(SweepRow& row, const std::vector<pb::JobSpec>& jobs) {
   RDATTN_RETURN_IF_ERROR(store_->InsertSweep(row));
-  EventRow created;
-  created.sweep_id = row.id;
-  created.kind = EventKind::kSweepStateChange;
-  created.time_us = row.create_us;
-  created.event.mutable_sweep_state_change()->set_to_state(pb::SWEEP_STATE_PENDING);
-  created.event.mutable_sweep_state_change()->set_reason("submitted");
+  EventRow created = SweepStateChangeRow(row.id, row.create_us, pb::SWEEP_STATE_UNSPECIFIED,
+                                         pb::SWEEP_STATE_PENDING, "submitted");
   RDATTN_RETURN_IF_ERROR(AppendEvent(created).status());
   return InsertJobs(row, jobs, row.create_us, "submitted");
 }
@@ -441,15 +456,9 @@ Status Core::InsertJobs(const SweepRow& row, const std::vector<pb::JobSpec>& job
     job.update_us = now_us;
     RDATTN_RETURN_IF_ERROR(store_->InsertJob(job));
     OnJobChanged(job, JobState::kPending, /*inserted=*/true);
-    EventRow ev;
-    ev.sweep_id = row.id;
-    ev.job_id = job.id;
-    ev.kind = EventKind::kJobStateChange;
-    ev.time_us = now_us;
-    pb::JobStateChange* change = ev.event.mutable_job_state_change();
-    change->set_job_id(job.id);
-    change->set_to_state(pb::JOB_STATE_PENDING);
-    change->set_reason(reason);
+    // A new job: attempt 0, no worker.
+    EventRow ev =
+        JobStateChangeRow(job, now_us, pb::JOB_STATE_UNSPECIFIED, pb::JOB_STATE_PENDING, reason);
     RDATTN_RETURN_IF_ERROR(AppendEvent(ev).status());
   }
   NotifyWork();
