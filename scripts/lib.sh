@@ -61,7 +61,6 @@ rdattn_sanitize_build() {
 # nice 19: they take only the CPU that the foreground phases (lint, the main tests) leave idle.
 # Their output goes to BUILD_DIR/sanitize-build.log; _wait prints each build's time, or the
 # log's tail and the exit status of the build that failed.
-RDATTN_SANITIZE_PID=""
 RDATTN_SANITIZE_LOG="$RDATTN_BUILD_DIR/sanitize-build.log"
 rdattn_sanitize_builds_start() {
   echo "==> [sanitize-build] ASan+UBSan then TSan, in the background at nice 19: $RDATTN_SANITIZE_LOG"
@@ -74,28 +73,26 @@ rdattn_sanitize_builds_start() {
     rdattn_sanitize_build "$RDATTN_ROOT/build-tsan" thread || exit
     echo "==> tsan build done in $((SECONDS - t0)) s"
   ) >"$RDATTN_SANITIZE_LOG" 2>&1 &
-  RDATTN_SANITIZE_PID=$!
+  RDATTN_BACKGROUND_PIDS[sanitize]=$!
 }
 
 rdattn_sanitize_builds_wait() {
-  local pid=$RDATTN_SANITIZE_PID
-  RDATTN_SANITIZE_PID=""
-  rdattn_background_wait "$pid" "$RDATTN_SANITIZE_LOG" "sanitizer build" '^==> '
+  rdattn_background_wait sanitize "$RDATTN_SANITIZE_LOG" "sanitizer build" '^==> '
 }
 
 # Kills a background sanitizer build and everything it started (a no-op when none runs).
-rdattn_sanitize_builds_stop() {
-  rdattn_background_stop "$RDATTN_SANITIZE_PID"
-  RDATTN_SANITIZE_PID=""
-}
+rdattn_sanitize_builds_stop() { rdattn_background_stop sanitize; }
 
-# The wait and the stop of a background job that a _start function above started in this shell.
-#   rdattn_background_wait PID LOG WHAT PATTERN   waits for PID; when it failed, prints LOG's
-#       tail and that WHAT failed, and returns its status; else prints LOG's lines that match
-#       PATTERN (the steps' times)
-#   rdattn_background_stop PID   kills PID and everything it started (a no-op for "")
+# The background jobs that a _start function above started in this shell, by name (sanitize,
+# debian13); the wait and the stop take a job off the list.
+#   rdattn_background_wait NAME LOG WHAT PATTERN   waits for job NAME; when it failed, prints
+#       LOG's tail and that WHAT failed, and returns its status; else prints LOG's lines that
+#       match PATTERN (the steps' times)
+#   rdattn_background_stop NAME   kills job NAME and everything it started (a no-op when none)
+declare -gA RDATTN_BACKGROUND_PIDS=()
 rdattn_background_wait() {
-  local pid=$1 log=$2 what=$3 pattern=$4 rc=0
+  local pid=${RDATTN_BACKGROUND_PIDS[$1]:-} log=$2 what=$3 pattern=$4 rc=0
+  unset "RDATTN_BACKGROUND_PIDS[$1]"
   [ -n "$pid" ] || { echo "rdattn: no $what was started" >&2; return 2; }
   wait "$pid" || rc=$?
   if [ "$rc" -ne 0 ]; then
@@ -107,9 +104,11 @@ rdattn_background_wait() {
 }
 
 rdattn_background_stop() {
-  [ -n "$1" ] || return 0
-  rdattn_kill_tree "$1"
-  wait "$1" 2>/dev/null || true
+  local pid=${RDATTN_BACKGROUND_PIDS[$1]:-}
+  unset "RDATTN_BACKGROUND_PIDS[$1]"
+  [ -n "$pid" ] || return 0
+  rdattn_kill_tree "$pid"
+  wait "$pid" 2>/dev/null || true
 }
 
 rdattn_kill_tree() {
@@ -149,7 +148,6 @@ rdattn_sanitize_env() {
 # done. The CPU root first, then the CPU build and the CUDA root side by side, then the CUDA
 # build. Output:
 # BUILD_DIR/debian13-build.log; _wait prints each step's time, or the log's tail.
-RDATTN_DEBIAN13_PID=""
 RDATTN_DEBIAN13_LOG="$RDATTN_BUILD_DIR/debian13-build.log"
 rdattn_debian13_builds_start() {
   echo "==> [debian13-build] Debian 13 roots and builds, in the background at nice 19: $RDATTN_DEBIAN13_LOG"
@@ -172,19 +170,14 @@ rdattn_debian13_builds_start() {
     wait "$cuda_root" || exit
     step "$d13" --flavor cuda run -- tests/debian13/check.sh cuda build
   ) >"$RDATTN_DEBIAN13_LOG" 2>&1 &
-  RDATTN_DEBIAN13_PID=$!
+  RDATTN_BACKGROUND_PIDS[debian13]=$!
 }
 
 rdattn_debian13_builds_wait() {
-  local pid=$RDATTN_DEBIAN13_PID
-  RDATTN_DEBIAN13_PID=""
-  rdattn_background_wait "$pid" "$RDATTN_DEBIAN13_LOG" "Debian 13 root or build" '^==> .* done in'
+  rdattn_background_wait debian13 "$RDATTN_DEBIAN13_LOG" "Debian 13 root or build" '^==> .* done in'
 }
 
-rdattn_debian13_builds_stop() {
-  rdattn_background_stop "$RDATTN_DEBIAN13_PID"
-  RDATTN_DEBIAN13_PID=""
-}
+rdattn_debian13_builds_stop() { rdattn_background_stop debian13; }
 
 RDATTN_PHASE=""
 RDATTN_PHASE_T0=0
