@@ -216,47 +216,22 @@ void WalkObject(const OJson& v, const std::string& path, const std::vector<Field
   }
 }
 
-// Field readers bound to a destination.
-Reader Str(std::string& dst, FieldErrors& e) {
+// Field readers bound to a destination. A scalar reader reads with `Read` and stores the value
+// only when it is valid (an invalid one is a field error and leaves `dst` as it was).
+template <auto Read, typename T>
+Reader Scalar(T& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto s = ReadString(v, p, e)) dst = *s;
+    if (auto x = Read(v, p, e)) dst = *x;
   };
 }
-Reader Bool(bool& dst, FieldErrors& e) {
-  return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto b = ReadBool(v, p, e)) dst = *b;
-  };
-}
-Reader I32(int64_t& dst, FieldErrors& e) {
-  return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto i = ReadInt32(v, p, e)) dst = *i;
-  };
-}
-Reader OptI32(std::optional<int64_t>& dst, FieldErrors& e) {
-  return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto i = ReadInt32(v, p, e)) dst = *i;
-  };
-}
-Reader I64(int64_t& dst, FieldErrors& e) {
-  return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto i = ReadInt64(v, p, e)) dst = *i;
-  };
-}
-Reader OptI64(std::optional<int64_t>& dst, FieldErrors& e) {
-  return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto i = ReadInt64(v, p, e)) dst = *i;
-  };
-}
-Reader U64(uint64_t& dst, FieldErrors& e) {
-  return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto u = ReadUint64(v, p, e)) dst = *u;
-  };
-}
-Reader OptF64(std::optional<double>& dst, FieldErrors& e) {
-  return [&dst, &e](const OJson& v, const std::string& p) {
-    if (auto d = ReadDouble(v, p, e)) dst = *d;
-  };
-}
+Reader Str(std::string& dst, FieldErrors& e) { return Scalar<ReadString>(dst, e); }
+Reader Bool(bool& dst, FieldErrors& e) { return Scalar<ReadBool>(dst, e); }
+Reader I32(int64_t& dst, FieldErrors& e) { return Scalar<ReadInt32>(dst, e); }
+Reader OptI32(std::optional<int64_t>& dst, FieldErrors& e) { return Scalar<ReadInt32>(dst, e); }
+Reader I64(int64_t& dst, FieldErrors& e) { return Scalar<ReadInt64>(dst, e); }
+Reader OptI64(std::optional<int64_t>& dst, FieldErrors& e) { return Scalar<ReadInt64>(dst, e); }
+Reader U64(uint64_t& dst, FieldErrors& e) { return Scalar<ReadUint64>(dst, e); }
+Reader OptF64(std::optional<double>& dst, FieldErrors& e) { return Scalar<ReadDouble>(dst, e); }
 Reader StrList(std::vector<std::string>& dst, FieldErrors& e) {
   return [&dst, &e](const OJson& v, const std::string& p) {
     if (!v.is_array()) {
