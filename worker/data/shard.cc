@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/file_util.h"
+
 // Shards are little-endian on disk and are read in place through mmap.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "rdattn::data reads llm.c shards in place and needs a little-endian host");
@@ -46,18 +48,6 @@ bool PreadAll(int fd, void* buf, size_t n, off_t off) {
     p += r;
     n -= static_cast<size_t>(r);
     off += r;
-  }
-  return true;
-}
-
-bool WriteAll(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::write(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
   }
   return true;
 }
