@@ -1,10 +1,12 @@
 #include "client/watch.h"
 
+#include <absl/base/thread_annotations.h>
+#include <absl/synchronization/mutex.h>
+#include <absl/time/time.h>
+
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "client/format.h"
@@ -126,15 +128,16 @@ class TableSink : public Sink {
         out_(out),
         table_(initial, SteadySeconds()),
         last_refresh_(SteadySeconds()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    DrawLocked(SteadySeconds());
-    lock.unlock();
+    {
+      absl::MutexLock lock(&mu_);
+      DrawLocked(SteadySeconds());
+    }
     drawer_ = std::thread([this] { DrawLoop(); });
   }
   ~TableSink() override { Stop(); }
 
   void OnEvent(const pb::WatchEvent& e) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     table_.OnEvent(e, SteadySeconds());
     if (interrupted_) {
       table_.set_note("");
@@ -143,31 +146,31 @@ class TableSink : public Sink {
     dirty_ = true;
   }
   pb::SweepState final_state() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return table_.final_state();
   }
   void OnInterrupted(const std::string& why, uint64_t seq) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     table_.set_note("watch interrupted (" + why + "); reconnecting after seq " +
                     std::to_string(seq));
     interrupted_ = true;
     dirty_ = true;
   }
   void OnRestart(const std::string& why) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     table_.set_note(why + "; watching again from seq 0");
     interrupted_ = true;
     dirty_ = true;
   }
   void OnEndedWithoutEvent(const pb::SweepStatus& sweep) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     table_.OnSweep(sweep, SteadySeconds());
   }
   // The last frame from a last snapshot, so every row shows its final state.
   void Finish() override {
     Stop();
     auto last = client_.GetSweepJobs(get_.sweep_id());
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (last.ok()) table_.OnSweep(*last, SteadySeconds());
     table_.set_note("");
     DrawLocked(SteadySeconds());
@@ -176,26 +179,25 @@ class TableSink : public Sink {
  private:
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      absl::MutexLock lock(&mu_);
+      stop_ = true;  // wakes DrawLoop's Await
     }
-    cv_.notify_all();
     if (drawer_.joinable()) drawer_.join();
   }
 
   void DrawLoop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     while (!stop_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; });
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(250));
       if (stop_) break;
       const double now = SteadySeconds();
       const double since = now - last_refresh_;
       if (since >= options_.refresh_seconds || (table_.needs_sweep() && since >= 1.0)) {
         last_refresh_ = now;
-        lock.unlock();
+        mu_.Unlock();
         // Every job, in pages; failures: the stream's reconnect tells.
         auto snapshot = client_.GetSweepJobs(get_.sweep_id());
-        lock.lock();
+        mu_.Lock();
         if (stop_) break;
         if (snapshot.ok()) {
           table_.OnSweep(*snapshot, SteadySeconds());
@@ -204,9 +206,10 @@ class TableSink : public Sink {
       }
       if (dirty_ || now - last_draw_ >= 1.0) DrawLocked(now);
     }
+    mu_.Unlock();
   }
 
-  void DrawLocked(double now) {
+  void DrawLocked(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const auto [width, height] = TerminalSize(options_.terminal_fd);
     out_ << frame_.Redraw(table_.Render(now, width, height), width) << std::flush;
     dirty_ = false;
@@ -217,15 +220,14 @@ class TableSink : public Sink {
   const pb::GetSweepRequest get_;
   const WatchOptions options_;
   std::ostream& out_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  WatchTable table_;
-  TerminalFrame frame_;
-  double last_refresh_;
-  double last_draw_ = 0;
-  bool dirty_ = false;
-  bool interrupted_ = false;
-  bool stop_ = false;
+  mutable absl::Mutex mu_;
+  WatchTable table_ ABSL_GUARDED_BY(mu_);
+  TerminalFrame frame_ ABSL_GUARDED_BY(mu_);
+  double last_refresh_ ABSL_GUARDED_BY(mu_);
+  double last_draw_ ABSL_GUARDED_BY(mu_) = 0;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;
+  bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread drawer_;
 };
 
