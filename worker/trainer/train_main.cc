@@ -22,14 +22,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/cli.h"
 #include "common/cpu_features.h"
+#include "common/file_util.h"
 #include "common/log.h"
 #include "common/supervisor.h"
 #include "model/attention.h"
@@ -139,11 +138,10 @@ std::string SelectAttention(const std::string& name) {
 }
 
 rdattn::StatusOr<rdattn::RunConfig> LoadJob(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return rdattn::InvalidArgumentError("--job " + path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto cfg = rdattn::ParseRunConfigText(ss.str());
+  // A job file that cannot be read is a usage error (exit 2), as a bad one is.
+  auto text = rdattn::ReadFile(path);
+  if (!text.ok()) return rdattn::InvalidArgumentError("--job " + text.status().message());
+  auto cfg = rdattn::ParseRunConfigText(*text);
   if (!cfg.ok()) return cfg.status().WithPrefix("--job " + path);
   return cfg;
 }
