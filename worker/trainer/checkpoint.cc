@@ -281,15 +281,26 @@ std::string ReadableCheckpointOfStep(const std::string& dir, int64_t step) {
   return "";
 }
 
+namespace {
+
+// Loads the checkpoint at `path` into `ar` and returns its metadata. LibTorch's errors are
+// exceptions, which the callers turn into DataLoss.
+StatusOr<CheckpointMeta> OpenCheckpoint(const std::string& path,
+                                        torch::serialize::InputArchive& ar) {
+  ar.load_from(path);
+  c10::IValue meta;
+  if (!ar.try_read("meta", meta) || !meta.isString())
+    return DataLossError(path + ": checkpoint has no metadata");
+  return ParseMeta(path, meta.toStringRef());
+}
+
+}  // namespace
+
 StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   if (::access(path.c_str(), R_OK) != 0) return NotFoundError(path + ": no such checkpoint");
   try {
     torch::serialize::InputArchive ar;
-    ar.load_from(path);
-    c10::IValue meta;
-    if (!ar.try_read("meta", meta) || !meta.isString())
-      return DataLossError(path + ": checkpoint has no metadata");
-    return ParseMeta(path, meta.toStringRef());
+    return OpenCheckpoint(path, ar);
   } catch (const std::exception& e) {
     return DataLossError(path + ": cannot read checkpoint: " + FirstLine(e.what()));
   }
@@ -300,11 +311,7 @@ Status LoadCheckpoint(const std::string& path, model::Gpt& model, AdamW* optimiz
   if (::access(path.c_str(), R_OK) != 0) return NotFoundError(path + ": no such checkpoint");
   try {
     torch::serialize::InputArchive ar;
-    ar.load_from(path);
-    c10::IValue m;
-    if (!ar.try_read("meta", m) || !m.isString())
-      return DataLossError(path + ": checkpoint has no metadata");
-    RDATTN_ASSIGN_OR_RETURN(CheckpointMeta parsed, ParseMeta(path, m.toStringRef()));
+    RDATTN_ASSIGN_OR_RETURN(CheckpointMeta parsed, OpenCheckpoint(path, ar));
     torch::NoGradGuard no_grad;
     for (auto& p : model->named_parameters()) {
       at::Tensor t;
