@@ -37,6 +37,20 @@ const Histogram::BucketBoundaries& ShortBuckets() {
   return *b;
 }
 
+// A metric family of `registry` (prometheus-cpp's builder, written once per kind).
+Family<Gauge>& Gauges(prometheus::Registry& registry, const std::string& name,
+                      const std::string& help) {
+  return BuildGauge().Name(name).Help(help).Register(registry);
+}
+Family<Counter>& Counters(prometheus::Registry& registry, const std::string& name,
+                          const std::string& help) {
+  return BuildCounter().Name(name).Help(help).Register(registry);
+}
+Family<Histogram>& Histograms(prometheus::Registry& registry, const std::string& name,
+                              const std::string& help) {
+  return BuildHistogram().Name(name).Help(help).Register(registry);
+}
+
 std::string SeriesKey(const Family<Gauge>& family, const Labels& extra) {
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(&family));
   for (const auto& [name, value] : extra) key += "\x1f" + name + "=" + value;
@@ -87,140 +101,75 @@ WorkerMetrics::WorkerMetrics(std::chrono::milliseconds retention)
     : retention_(retention),
       registry_(std::make_shared<prometheus::Registry>()),
       train_loss_(
-          BuildGauge()
-              .Name("rdattn_train_loss")
-              .Help(
-                  "Mean training loss over the global batch of the last reported step, nats/token")
-              .Register(*registry_)),
-      val_nll_(BuildGauge()
-                   .Name("rdattn_val_nll")
-                   .Help("Validation NLL of the last evaluation, nats/token")
-                   .Register(*registry_)),
-      val_milestone_tokens_(BuildGauge()
-                                .Name("rdattn_val_milestone_tokens")
-                                .Help("Training tokens at which rdattn_val_nll was measured")
-                                .Register(*registry_)),
-      test_nll_(
-          BuildGauge()
-              .Name("rdattn_test_nll")
-              .Help("Test NLL at the end of the run, nats/token (when test shards were given)")
-              .Register(*registry_)),
-      js_(BuildGauge()
-              .Name("rdattn_depth_js_divergence")
-              .Help("Jensen-Shannon divergence between the QK and V depth distributions at a "
-                    "layer, nats, "
-                    "mean over tokens, last evaluation")
-              .Register(*registry_)),
-      js_mean_(BuildGauge()
-                   .Name("rdattn_depth_js_divergence_mean")
-                   .Help("Mean over layers of rdattn_depth_js_divergence, nats")
-                   .Register(*registry_)),
+          Gauges(*registry_, "rdattn_train_loss",
+                 "Mean training loss over the global batch of the last reported step, nats/token")),
+      val_nll_(Gauges(*registry_, "rdattn_val_nll",
+                      "Validation NLL of the last evaluation, nats/token")),
+      val_milestone_tokens_(Gauges(*registry_, "rdattn_val_milestone_tokens",
+                                   "Training tokens at which rdattn_val_nll was measured")),
+      test_nll_(Gauges(*registry_, "rdattn_test_nll",
+                       "Test NLL at the end of the run, nats/token (when test shards were given)")),
+      js_(Gauges(*registry_, "rdattn_depth_js_divergence",
+                 "Jensen-Shannon divergence between the QK and V depth distributions at a "
+                 "layer, nats, "
+                 "mean over tokens, last evaluation")),
+      js_mean_(Gauges(*registry_, "rdattn_depth_js_divergence_mean",
+                      "Mean over layers of rdattn_depth_js_divergence, nats")),
       route_entropy_(
-          BuildGauge()
-              .Name("rdattn_route_entropy_nats")
-              .Help("Entropy of a route's depth distribution at a layer, nats, last evaluation")
-              .Register(*registry_)),
-      tokens_per_second_(BuildGauge()
-                             .Name("rdattn_tokens_per_second")
-                             .Help("Training tokens per second of the whole job, all ranks")
-                             .Register(*registry_)),
-      mfu_(BuildGauge()
-               .Name("rdattn_model_flops_utilization")
-               .Help("Model FLOPs utilization, 0-1")
-               .Register(*registry_)),
-      grad_norm_(BuildGauge()
-                     .Name("rdattn_grad_norm")
-                     .Help("Global L2 gradient norm before clipping, last reported step")
-                     .Register(*registry_)),
-      learning_rate_(BuildGauge()
-                         .Name("rdattn_learning_rate")
-                         .Help("Learning rate of the last reported step")
-                         .Register(*registry_)),
-      train_step_(BuildGauge()
-                      .Name("rdattn_train_step")
-                      .Help("Optimizer steps completed")
-                      .Register(*registry_)),
-      train_tokens_(BuildGauge()
-                        .Name("rdattn_train_tokens")
-                        .Help("Training tokens consumed")
-                        .Register(*registry_)),
-      budget_tokens_(BuildGauge()
-                         .Name("rdattn_job_budget_tokens")
-                         .Help("Training tokens the job trains for in all (its resolved schedule)")
-                         .Register(*registry_)),
-      peak_memory_(BuildGauge()
-                       .Name("rdattn_peak_memory_bytes")
-                       .Help("Peak memory of rank 0 (RSS on CPU, allocator peak on CUDA)")
-                       .Register(*registry_)),
-      job_running_(BuildGauge()
-                       .Name("rdattn_job_running")
-                       .Help("1 while the job's ranks run on this worker, 0 once it ended")
-                       .Register(*registry_)),
-      step_duration_(BuildHistogram()
-                         .Name("rdattn_step_duration_seconds")
-                         .Help("Wall time of one optimizer step")
-                         .Register(*registry_)),
-      allreduce_duration_(BuildHistogram()
-                              .Name("rdattn_allreduce_duration_seconds")
-                              .Help("Gradient all-reduce time within a step")
-                              .Register(*registry_)),
-      data_wait_(BuildHistogram()
-                     .Name("rdattn_data_wait_seconds")
-                     .Help("Time a step waited for its batch")
-                     .Register(*registry_)),
-      nonfinite_loss_(BuildCounter()
-                          .Name("rdattn_nonfinite_loss_total")
-                          .Help("KIND_FAILED events that carried a non-finite train_loss")
-                          .Register(*registry_)),
-      worker_info_(BuildGauge()
-                       .Name("rdattn_worker_info")
-                       .Help("Always 1; carries the worker's identity")
-                       .Register(*registry_)),
-      local_slots_(BuildGauge()
-                       .Name("rdattn_worker_local_slots")
-                       .Help("This worker's rank slots by state")
-                       .Register(*registry_)),
-      jobs_finished_(BuildCounter()
-                         .Name("rdattn_worker_jobs_finished_total")
-                         .Help("Jobs this worker ran to an end, by how they ended")
-                         .Register(*registry_)),
-      events_relayed_(BuildCounter()
-                          .Name("rdattn_worker_events_relayed_total")
-                          .Help("Metric events read from trainers' event files")
-                          .Register(*registry_)
+          Gauges(*registry_, "rdattn_route_entropy_nats",
+                 "Entropy of a route's depth distribution at a layer, nats, last evaluation")),
+      tokens_per_second_(Gauges(*registry_, "rdattn_tokens_per_second",
+                                "Training tokens per second of the whole job, all ranks")),
+      mfu_(Gauges(*registry_, "rdattn_model_flops_utilization", "Model FLOPs utilization, 0-1")),
+      grad_norm_(Gauges(*registry_, "rdattn_grad_norm",
+                        "Global L2 gradient norm before clipping, last reported step")),
+      learning_rate_(
+          Gauges(*registry_, "rdattn_learning_rate", "Learning rate of the last reported step")),
+      train_step_(Gauges(*registry_, "rdattn_train_step", "Optimizer steps completed")),
+      train_tokens_(Gauges(*registry_, "rdattn_train_tokens", "Training tokens consumed")),
+      budget_tokens_(Gauges(*registry_, "rdattn_job_budget_tokens",
+                            "Training tokens the job trains for in all (its resolved schedule)")),
+      peak_memory_(Gauges(*registry_, "rdattn_peak_memory_bytes",
+                          "Peak memory of rank 0 (RSS on CPU, allocator peak on CUDA)")),
+      job_running_(Gauges(*registry_, "rdattn_job_running",
+                          "1 while the job's ranks run on this worker, 0 once it ended")),
+      step_duration_(Histograms(*registry_, "rdattn_step_duration_seconds",
+                                "Wall time of one optimizer step")),
+      allreduce_duration_(Histograms(*registry_, "rdattn_allreduce_duration_seconds",
+                                     "Gradient all-reduce time within a step")),
+      data_wait_(
+          Histograms(*registry_, "rdattn_data_wait_seconds", "Time a step waited for its batch")),
+      nonfinite_loss_(Counters(*registry_, "rdattn_nonfinite_loss_total",
+                               "KIND_FAILED events that carried a non-finite train_loss")),
+      worker_info_(
+          Gauges(*registry_, "rdattn_worker_info", "Always 1; carries the worker's identity")),
+      local_slots_(
+          Gauges(*registry_, "rdattn_worker_local_slots", "This worker's rank slots by state")),
+      jobs_finished_(Counters(*registry_, "rdattn_worker_jobs_finished_total",
+                              "Jobs this worker ran to an end, by how they ended")),
+      events_relayed_(Counters(*registry_, "rdattn_worker_events_relayed_total",
+                               "Metric events read from trainers' event files")
                           .Add({})),
-      event_parse_errors_(BuildCounter()
-                              .Name("rdattn_worker_event_parse_errors_total")
-                              .Help("Event lines that did not parse (skipped)")
-                              .Register(*registry_)
+      event_parse_errors_(Counters(*registry_, "rdattn_worker_event_parse_errors_total",
+                                   "Event lines that did not parse (skipped)")
                               .Add({})),
-      jobs_stalled_(BuildCounter()
-                        .Name("rdattn_worker_jobs_stalled_total")
-                        .Help("Jobs stopped by the progress watchdog (no progress within their "
-                              "bound)")
-                        .Register(*registry_)
+      jobs_stalled_(Counters(*registry_, "rdattn_worker_jobs_stalled_total",
+                             "Jobs stopped by the progress watchdog (no progress within their "
+                             "bound)")
                         .Add({})),
-      start_failures_(BuildCounter()
-                          .Name("rdattn_worker_start_failures_total")
-                          .Help("Attempts that failed before or right at their start (the job "
-                                "folder could not be written, ENOSPC/EIO, trainer exit 74)")
-                          .Register(*registry_)
+      start_failures_(Counters(*registry_, "rdattn_worker_start_failures_total",
+                               "Attempts that failed before or right at their start (the job "
+                               "folder could not be written, ENOSPC/EIO, trainer exit 74)")
                           .Add({})),
-      healthy_(BuildGauge()
-                   .Name("rdattn_worker_healthy")
-                   .Help("1 while the worker leases jobs; 0 after --max-start-failures start "
-                         "failures in a row, until its disk probe passes")
-                   .Register(*registry_)
+      healthy_(Gauges(*registry_, "rdattn_worker_healthy",
+                      "1 while the worker leases jobs; 0 after --max-start-failures start "
+                      "failures in a row, until its disk probe passes")
                    .Add({})),
-      heartbeat_failures_(BuildCounter()
-                              .Name("rdattn_worker_heartbeat_failures_total")
-                              .Help("Heartbeats that failed")
-                              .Register(*registry_)
-                              .Add({})),
-      last_heartbeat_(BuildGauge()
-                          .Name("rdattn_worker_last_heartbeat_timestamp_seconds")
-                          .Help("Unix time of the last successful heartbeat")
-                          .Register(*registry_)
+      heartbeat_failures_(
+          Counters(*registry_, "rdattn_worker_heartbeat_failures_total", "Heartbeats that failed")
+              .Add({})),
+      last_heartbeat_(Gauges(*registry_, "rdattn_worker_last_heartbeat_timestamp_seconds",
+                             "Unix time of the last successful heartbeat")
                           .Add({})),
       slots_free_(local_slots_.Add({{"state", "free"}})),
       slots_busy_(local_slots_.Add({{"state", "busy"}})) {
