@@ -42,6 +42,17 @@ StatusOr<T> Result(const grpc::Status& status, T response) {
   return response;
 }
 
+// One unary call of the WorkerService: `call` on `stub` with `context`.
+template <typename Request, typename Response>
+StatusOr<Response> Call(pb::WorkerService::Stub& stub,
+                        grpc::Status (pb::WorkerService::Stub::*call)(grpc::ClientContext*,
+                                                                      const Request&, Response*),
+                        grpc::ClientContext* context, const Request& request) {
+  Response response;
+  const grpc::Status status = (stub.*call)(context, request, &response);
+  return Result(status, std::move(response));
+}
+
 }  // namespace
 
 // --- ProgressStream ----------------------------------------------------------------------------
@@ -110,9 +121,7 @@ std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(Timeout timeo
 StatusOr<pb::RegisterWorkerResponse> CoordinatorClient::RegisterWorker(
     const pb::RegisterWorkerRequest& request, Timeout timeout) {
   auto context = NewContext(timeout);
-  pb::RegisterWorkerResponse response;
-  const grpc::Status status = stub()->RegisterWorker(context.get(), request, &response);
-  return Result(status, std::move(response));
+  return Call(*stub(), &pb::WorkerService::Stub::RegisterWorker, context.get(), request);
 }
 
 StatusOr<pb::LeaseJobResponse> CoordinatorClient::LeaseJob(const pb::LeaseJobRequest& request,
@@ -123,13 +132,13 @@ StatusOr<pb::LeaseJobResponse> CoordinatorClient::LeaseJob(const pb::LeaseJobReq
     if (lease_polls_aborted_) return CancelledError("LeaseJob: the worker is shutting down");
     lease_call_ = context.get();
   }
-  pb::LeaseJobResponse response;
-  const grpc::Status status = stub()->LeaseJob(context.get(), request, &response);
+  StatusOr<pb::LeaseJobResponse> result =
+      Call(*stub(), &pb::WorkerService::Stub::LeaseJob, context.get(), request);
   {
     absl::MutexLock lock(&mu_);
     lease_call_ = nullptr;
   }
-  return Result(status, std::move(response));
+  return result;
 }
 
 void CoordinatorClient::AbortLeasePolls() {
@@ -141,17 +150,13 @@ void CoordinatorClient::AbortLeasePolls() {
 StatusOr<pb::HeartbeatResponse> CoordinatorClient::Heartbeat(const pb::HeartbeatRequest& request,
                                                              Timeout timeout) {
   auto context = NewContext(timeout);
-  pb::HeartbeatResponse response;
-  const grpc::Status status = stub()->Heartbeat(context.get(), request, &response);
-  return Result(status, std::move(response));
+  return Call(*stub(), &pb::WorkerService::Stub::Heartbeat, context.get(), request);
 }
 
 StatusOr<pb::CompleteJobResponse> CoordinatorClient::CompleteJob(
     const pb::CompleteJobRequest& request, Timeout timeout) {
   auto context = NewContext(timeout);
-  pb::CompleteJobResponse response;
-  const grpc::Status status = stub()->CompleteJob(context.get(), request, &response);
-  return Result(status, std::move(response));
+  return Call(*stub(), &pb::WorkerService::Stub::CompleteJob, context.get(), request);
 }
 
 std::unique_ptr<ProgressStream> CoordinatorClient::OpenProgress(Timeout lifetime) {
