@@ -145,67 +145,79 @@ std::string NoDataPanel(const std::string& title, const std::string& why) {
   return gp.str();
 }
 
+// A script of one panel per scale, `png` drawn by <png's stem>.gp: MultiplotStart with `title`,
+// each scale's panel, the end of the multiplot.
+using Panel = Status (*)(const ReportTables& t, size_t si, const fs::path& dir,
+                         std::ostringstream& gp);
+Status WritePanels(const ReportTables& t, const fs::path& dir, const std::string& png,
+                   const std::string& title, Panel panel) {
+  std::ostringstream gp;
+  gp << MultiplotStart(png, t.scales.size(), title);
+  for (size_t si = 0; si < t.scales.size(); ++si) RDATTN_RETURN_IF_ERROR(panel(t, si, dir, gp));
+  gp << "unset multiplot\n";
+  return WriteText(dir / fs::path(png).replace_extension(".gp"), gp.str());
+}
+
 // (a) Validation NLL against tokens, one panel per scale, one line per arm (mean over seeds)
 // with a band from the lowest to the highest seed.
-Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
-  std::ostringstream gp;
-  gp << MultiplotStart(
-      kPlotNllVsTokens, t.scales.size(),
-      "Validation NLL against training tokens: mean over seeds, band = min to max seed");
-  for (size_t si = 0; si < t.scales.size(); ++si) {
-    const std::string& scale = t.scales[si];
-    // arm -> rows "tokens mean min max sd n"
-    std::vector<std::string> arms;
-    std::map<std::string, std::string> data;
-    std::set<int64_t> xs;
-    for (const NllTable& table : t.nll) {
-      if (table.scale != scale || table.split != kSplitVal) continue;
-      for (size_t a = 0; a < table.arms.size(); ++a) {
-        if (std::find(arms.begin(), arms.end(), table.arms[a]) == arms.end()) {
-          arms.push_back(table.arms[a]);
-        }
-        if (table.n[a] < 1) continue;
-        double lo = 0, hi = 0;
-        bool first = true;
-        for (const auto& row : table.cells) {
-          if (!row[a].present) continue;
-          lo = first ? row[a].nll : std::min(lo, row[a].nll);
-          hi = first ? row[a].nll : std::max(hi, row[a].nll);
-          first = false;
-        }
-        const double sd = std::isnan(table.sd[a]) ? 0.0 : table.sd[a];
-        data[table.arms[a]] += std::to_string(table.milestone_tokens) + " " + Num(table.mean[a]) +
-                               " " + Num(lo) + " " + Num(hi) + " " + Num(sd) + " " +
-                               std::to_string(table.n[a]) + "\n";
-        xs.insert(table.milestone_tokens);
+Status NllPanel(const ReportTables& t, size_t si, const fs::path& dir, std::ostringstream& gp) {
+  const std::string& scale = t.scales[si];
+  // arm -> rows "tokens mean min max sd n"
+  std::vector<std::string> arms;
+  std::map<std::string, std::string> data;
+  std::set<int64_t> xs;
+  for (const NllTable& table : t.nll) {
+    if (table.scale != scale || table.split != kSplitVal) continue;
+    for (size_t a = 0; a < table.arms.size(); ++a) {
+      if (std::find(arms.begin(), arms.end(), table.arms[a]) == arms.end()) {
+        arms.push_back(table.arms[a]);
       }
+      if (table.n[a] < 1) continue;
+      double lo = 0, hi = 0;
+      bool first = true;
+      for (const auto& row : table.cells) {
+        if (!row[a].present) continue;
+        lo = first ? row[a].nll : std::min(lo, row[a].nll);
+        hi = first ? row[a].nll : std::max(hi, row[a].nll);
+        first = false;
+      }
+      const double sd = std::isnan(table.sd[a]) ? 0.0 : table.sd[a];
+      data[table.arms[a]] += std::to_string(table.milestone_tokens) + " " + Num(table.mean[a]) +
+                             " " + Num(lo) + " " + Num(hi) + " " + Num(sd) + " " +
+                             std::to_string(table.n[a]) + "\n";
+      xs.insert(table.milestone_tokens);
     }
-    const std::string title = "scale " + scale;
-    if (xs.empty()) {
-      gp << NoDataPanel(title, "no validation NLL yet");
-      continue;
-    }
-    gp << TokensPanel(title, "validation NLL (nats/token)", xs);
-    std::string plot;
-    for (size_t ai = 0; ai < arms.size(); ++ai) {
-      auto it = data.find(arms[ai]);
-      if (it == data.end()) continue;
-      const std::string file =
-          "nll_vs_tokens_s" + std::to_string(si) + "_a" + std::to_string(ai) + ".dat";
-      RDATTN_RETURN_IF_ERROR(
-          WriteText(dir / file, "# tokens mean_nll min_nll max_nll sd_nll n\n" + it->second));
-      const std::string color = kPalette[ai % kPaletteSize];
-      if (!plot.empty()) plot += ", \\\n     ";
-      plot += GnuplotQuoted(file) + " using 1:3:4 with filledcurves fc rgb " +
-              GnuplotQuoted(color) + " fs transparent solid 0.18 noborder notitle, \\\n     " +
-              GnuplotQuoted(file) + " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) +
-              " lw 2 pt 7 title " + GnuplotQuoted(arms[ai]);
-    }
-    gp << "plot " << plot << "\n";
-    gp << "unset logscale x\nset autoscale x\nset xtics autofreq\n";
   }
-  gp << "unset multiplot\n";
-  return WriteText(dir / "nll_vs_tokens.gp", gp.str());
+  const std::string title = "scale " + scale;
+  if (xs.empty()) {
+    gp << NoDataPanel(title, "no validation NLL yet");
+    return Status::Ok();
+  }
+  gp << TokensPanel(title, "validation NLL (nats/token)", xs);
+  std::string plot;
+  for (size_t ai = 0; ai < arms.size(); ++ai) {
+    auto it = data.find(arms[ai]);
+    if (it == data.end()) continue;
+    const std::string file =
+        "nll_vs_tokens_s" + std::to_string(si) + "_a" + std::to_string(ai) + ".dat";
+    RDATTN_RETURN_IF_ERROR(
+        WriteText(dir / file, "# tokens mean_nll min_nll max_nll sd_nll n\n" + it->second));
+    const std::string color = kPalette[ai % kPaletteSize];
+    if (!plot.empty()) plot += ", \\\n     ";
+    plot += GnuplotQuoted(file) + " using 1:3:4 with filledcurves fc rgb " + GnuplotQuoted(color) +
+            " fs transparent solid 0.18 noborder notitle, \\\n     " + GnuplotQuoted(file) +
+            " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) + " lw 2 pt 7 title " +
+            GnuplotQuoted(arms[ai]);
+  }
+  gp << "plot " << plot << "\n";
+  gp << "unset logscale x\nset autoscale x\nset xtics autofreq\n";
+  return Status::Ok();
+}
+
+Status WriteNllPlot(const ReportTables& t, const fs::path& dir) {
+  return WritePanels(
+      t, dir, kPlotNllVsTokens,
+      "Validation NLL against training tokens: mean over seeds, band = min to max seed", NllPanel);
 }
 
 // (b) Per-seed Δ at each scale's last validation milestone, like the paper's Fig. 2: one column
@@ -299,131 +311,129 @@ Status WriteDeltaPlot(const ReportTables& t, const fs::path& dir) {
 
 // (c) JS(QK‖V) by layer at each arm's last milestone, one panel per scale, one line per arm with
 // a V route, error bars = sd over seeds.
-Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
-  std::ostringstream gp;
-  gp << MultiplotStart(
-      kPlotJsByLayer, t.scales.size(),
-      "JS(QK‖V) by layer, mean over seeds at the last milestone (bars: sd over seeds)");
-  for (size_t si = 0; si < t.scales.size(); ++si) {
-    const std::string& scale = t.scales[si];
-    std::vector<const DepthRow*> last;  // each V-route arm's last milestone
-    for (size_t i = 0; i < t.depth.size(); ++i) {
-      const DepthRow& r = t.depth[i];
-      if (r.scale != scale || !r.has_js) continue;
-      auto it = std::find_if(last.begin(), last.end(),
-                             [&](const DepthRow* d) { return d->arm == r.arm; });
-      if (it == last.end()) {
-        last.push_back(&r);
-      } else if (r.milestone_tokens > (*it)->milestone_tokens) {
-        *it = &r;
-      }
+Status JsPanel(const ReportTables& t, size_t si, const fs::path& dir, std::ostringstream& gp) {
+  const std::string& scale = t.scales[si];
+  std::vector<const DepthRow*> last;  // each V-route arm's last milestone
+  for (size_t i = 0; i < t.depth.size(); ++i) {
+    const DepthRow& r = t.depth[i];
+    if (r.scale != scale || !r.has_js) continue;
+    auto it =
+        std::find_if(last.begin(), last.end(), [&](const DepthRow* d) { return d->arm == r.arm; });
+    if (it == last.end()) {
+      last.push_back(&r);
+    } else if (r.milestone_tokens > (*it)->milestone_tokens) {
+      *it = &r;
     }
-    const std::string title = "scale " + scale;
-    std::string plot;
-    size_t layers = 1;
-    for (size_t k = 0; k < last.size(); ++k) {
-      const DepthRow& r = *last[k];
-      std::string text = "# layer js_nats_mean js_nats_sd n\n";
-      size_t lines = 0;
-      for (const DepthLayer& l : r.layers) {
-        if (std::isnan(l.js_nats_mean)) continue;
-        text += std::to_string(l.layer) + " " + Num(l.js_nats_mean) + " " +
-                Num(std::isnan(l.js_nats_sd) ? 0.0 : l.js_nats_sd) + " " + std::to_string(l.n) +
-                "\n";
-        ++lines;
-        layers = std::max(layers, static_cast<size_t>(l.layer) + 1);
-      }
-      if (lines == 0) continue;
-      const std::string file =
-          "js_by_layer_s" + std::to_string(si) + "_a" + std::to_string(k) + ".dat";
-      RDATTN_RETURN_IF_ERROR(WriteText(dir / file, text));
-      if (!plot.empty()) plot += ", \\\n     ";
-      plot += GnuplotQuoted(file) + " using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb " +
-              GnuplotQuoted(kPalette[k % kPaletteSize]) + " title " +
-              GnuplotQuoted(r.arm + " @" + TokensLabel(r.milestone_tokens) +
-                            " (n=" + std::to_string(r.n) + ")");
-    }
-    if (plot.empty()) {
-      gp << NoDataPanel(title, "no arm with a separate V route");
-      continue;
-    }
-    gp << "set title " << GnuplotQuoted(title) << "\n"
-       << "set xlabel 'layer'\nset ylabel 'JS(QK‖V) (nats); max ln 2 = 0.693'\n"
-       << "set xtics 1\nset xrange [-0.5:" << Num(static_cast<double>(layers) - 0.5) << "]\n"
-       << "set yrange [0:*]\n"
-       << "set key top left\nset grid\n"
-       << "plot " << plot << "\n"
-       << "set autoscale x\nset autoscale y\nset xtics autofreq\n";
   }
-  gp << "unset multiplot\n";
-  return WriteText(dir / "js_by_layer.gp", gp.str());
+  const std::string title = "scale " + scale;
+  std::string plot;
+  size_t layers = 1;
+  for (size_t k = 0; k < last.size(); ++k) {
+    const DepthRow& r = *last[k];
+    std::string text = "# layer js_nats_mean js_nats_sd n\n";
+    size_t lines = 0;
+    for (const DepthLayer& l : r.layers) {
+      if (std::isnan(l.js_nats_mean)) continue;
+      text += std::to_string(l.layer) + " " + Num(l.js_nats_mean) + " " +
+              Num(std::isnan(l.js_nats_sd) ? 0.0 : l.js_nats_sd) + " " + std::to_string(l.n) + "\n";
+      ++lines;
+      layers = std::max(layers, static_cast<size_t>(l.layer) + 1);
+    }
+    if (lines == 0) continue;
+    const std::string file =
+        "js_by_layer_s" + std::to_string(si) + "_a" + std::to_string(k) + ".dat";
+    RDATTN_RETURN_IF_ERROR(WriteText(dir / file, text));
+    if (!plot.empty()) plot += ", \\\n     ";
+    plot += GnuplotQuoted(file) + " using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb " +
+            GnuplotQuoted(kPalette[k % kPaletteSize]) + " title " +
+            GnuplotQuoted(r.arm + " @" + TokensLabel(r.milestone_tokens) +
+                          " (n=" + std::to_string(r.n) + ")");
+  }
+  if (plot.empty()) {
+    gp << NoDataPanel(title, "no arm with a separate V route");
+    return Status::Ok();
+  }
+  gp << "set title " << GnuplotQuoted(title) << "\n"
+     << "set xlabel 'layer'\nset ylabel 'JS(QK‖V) (nats); max ln 2 = 0.693'\n"
+     << "set xtics 1\nset xrange [-0.5:" << Num(static_cast<double>(layers) - 0.5) << "]\n"
+     << "set yrange [0:*]\n"
+     << "set key top left\nset grid\n"
+     << "plot " << plot << "\n"
+     << "set autoscale x\nset autoscale y\nset xtics autofreq\n";
+  return Status::Ok();
+}
+
+Status WriteJsPlot(const ReportTables& t, const fs::path& dir) {
+  return WritePanels(
+      t, dir, kPlotJsByLayer,
+      "JS(QK‖V) by layer, mean over seeds at the last milestone (bars: sd over seeds)", JsPanel);
 }
 
 // PATH lookup done before fork, so the child only calls async-signal-safe functions.
 // (d) Δ per seed against training tokens: one panel per scale, per arm a thin line per seed and
 // a thick line for the mean over seeds (the paired rows' mean Δ); a dashed zero line.
-Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
-  std::ostringstream gp;
-  gp << MultiplotStart(kPlotDeltaVsTokens, t.scales.size(),
-                       "Delta NLL (arm - " + t.reference_arm +
-                           ") per seed against training tokens; thick: mean over seeds");
-  for (size_t si = 0; si < t.scales.size(); ++si) {
-    const std::string& scale = t.scales[si];
-    const std::string title = "scale " + scale;
-    std::set<int64_t> xs;
-    std::vector<const TrendRow*> trends;
-    for (const TrendRow& tr : t.trend) {
-      if (tr.scale != scale) continue;
-      trends.push_back(&tr);
-      for (const TrendSeed& ts : tr.seeds) xs.insert(ts.milestones.begin(), ts.milestones.end());
-    }
-    if (xs.empty()) {
-      gp << NoDataPanel(title, "no complete pair yet");
-      continue;
-    }
-    gp << TokensPanel(title, "delta NLL (nats/token)", xs);
-    std::string plot = "0 with lines dt 2 lc rgb '#555555' notitle";
-    for (size_t ai = 0; ai < trends.size(); ++ai) {
-      const TrendRow& tr = *trends[ai];
-      std::string seeds_data;
-      for (const TrendSeed& ts : tr.seeds) {
-        if (ts.milestones.empty()) continue;
-        for (size_t i = 0; i < ts.milestones.size(); ++i) {
-          seeds_data += std::to_string(ts.milestones[i]) + " " + Num(ts.deltas[i]) + " " +
-                        std::to_string(ts.seed) + "\n";
-        }
-        seeds_data += "\n";  // a blank line ends one seed's line
-      }
-      std::string mean_data;
-      for (const PairedRow& row : t.paired) {
-        if (row.scale == scale && row.arm == tr.arm && row.split == kSplitVal &&
-            row.summary.n > 0) {
-          mean_data += std::to_string(row.milestone_tokens) + " " + Num(row.summary.mean) + " " +
-                       std::to_string(row.summary.n) + "\n";
-        }
-      }
-      const std::string base = "delta_vs_tokens_s" + std::to_string(si) + "_a" + std::to_string(ai);
-      const std::string color = kPalette[(ai + 1) % kPaletteSize];
-      if (!seeds_data.empty()) {
-        RDATTN_RETURN_IF_ERROR(
-            WriteText(dir / (base + "_seeds.dat"), "# tokens delta seed\n" + seeds_data));
-        plot += ", \\\n     " + GnuplotQuoted(base + "_seeds.dat") +
-                " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) +
-                " lw 1 pt 7 ps 0.6 title " + GnuplotQuoted(tr.arm + ", per seed");
-      }
-      if (!mean_data.empty()) {
-        RDATTN_RETURN_IF_ERROR(
-            WriteText(dir / (base + "_mean.dat"), "# tokens mean_delta n\n" + mean_data));
-        plot += ", \\\n     " + GnuplotQuoted(base + "_mean.dat") +
-                " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) + " lw 3 pt 5 title " +
-                GnuplotQuoted(tr.arm + ", mean");
-      }
-    }
-    gp << "plot " << plot << "\n";
-    gp << "unset logscale x\nset autoscale x\nset xtics autofreq\n";
+Status DeltaTrendPanel(const ReportTables& t, size_t si, const fs::path& dir,
+                       std::ostringstream& gp) {
+  const std::string& scale = t.scales[si];
+  const std::string title = "scale " + scale;
+  std::set<int64_t> xs;
+  std::vector<const TrendRow*> trends;
+  for (const TrendRow& tr : t.trend) {
+    if (tr.scale != scale) continue;
+    trends.push_back(&tr);
+    for (const TrendSeed& ts : tr.seeds) xs.insert(ts.milestones.begin(), ts.milestones.end());
   }
-  gp << "unset multiplot\n";
-  return WriteText(dir / "delta_vs_tokens.gp", gp.str());
+  if (xs.empty()) {
+    gp << NoDataPanel(title, "no complete pair yet");
+    return Status::Ok();
+  }
+  gp << TokensPanel(title, "delta NLL (nats/token)", xs);
+  std::string plot = "0 with lines dt 2 lc rgb '#555555' notitle";
+  for (size_t ai = 0; ai < trends.size(); ++ai) {
+    const TrendRow& tr = *trends[ai];
+    std::string seeds_data;
+    for (const TrendSeed& ts : tr.seeds) {
+      if (ts.milestones.empty()) continue;
+      for (size_t i = 0; i < ts.milestones.size(); ++i) {
+        seeds_data += std::to_string(ts.milestones[i]) + " " + Num(ts.deltas[i]) + " " +
+                      std::to_string(ts.seed) + "\n";
+      }
+      seeds_data += "\n";  // a blank line ends one seed's line
+    }
+    std::string mean_data;
+    for (const PairedRow& row : t.paired) {
+      if (row.scale == scale && row.arm == tr.arm && row.split == kSplitVal && row.summary.n > 0) {
+        mean_data += std::to_string(row.milestone_tokens) + " " + Num(row.summary.mean) + " " +
+                     std::to_string(row.summary.n) + "\n";
+      }
+    }
+    const std::string base = "delta_vs_tokens_s" + std::to_string(si) + "_a" + std::to_string(ai);
+    const std::string color = kPalette[(ai + 1) % kPaletteSize];
+    if (!seeds_data.empty()) {
+      RDATTN_RETURN_IF_ERROR(
+          WriteText(dir / (base + "_seeds.dat"), "# tokens delta seed\n" + seeds_data));
+      plot += ", \\\n     " + GnuplotQuoted(base + "_seeds.dat") +
+              " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) +
+              " lw 1 pt 7 ps 0.6 title " + GnuplotQuoted(tr.arm + ", per seed");
+    }
+    if (!mean_data.empty()) {
+      RDATTN_RETURN_IF_ERROR(
+          WriteText(dir / (base + "_mean.dat"), "# tokens mean_delta n\n" + mean_data));
+      plot += ", \\\n     " + GnuplotQuoted(base + "_mean.dat") +
+              " using 1:2 with linespoints lc rgb " + GnuplotQuoted(color) + " lw 3 pt 5 title " +
+              GnuplotQuoted(tr.arm + ", mean");
+    }
+  }
+  gp << "plot " << plot << "\n";
+  gp << "unset logscale x\nset autoscale x\nset xtics autofreq\n";
+  return Status::Ok();
+}
+
+Status WriteDeltaTrendPlot(const ReportTables& t, const fs::path& dir) {
+  return WritePanels(t, dir, kPlotDeltaVsTokens,
+                     "Delta NLL (arm - " + t.reference_arm +
+                         ") per seed against training tokens; thick: mean over seeds",
+                     DeltaTrendPanel);
 }
 
 // `name` itself when it holds a '/', else the first executable regular file `name` in a PATH
