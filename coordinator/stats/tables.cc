@@ -68,18 +68,25 @@ std::string WithReason(const RunResult& run) {
   return run.failure_reason.empty() ? std::string() : ": " + run.failure_reason;
 }
 
-NllCell ValCell(const RunResult* run, int64_t milestone) {
-  NllCell cell;
+// What every NLL cell starts with: the run's job and state, or why there is nothing to pair at
+// any milestone (no job; the run is excluded). True when `cell` is then complete.
+bool StartCell(const RunResult* run, NllCell& cell) {
   if (run == nullptr) {
     cell.missing_reason = "no job";
-    return cell;
+    return true;
   }
   cell.job_id = run->job_id;
   cell.state = run->state;
   if (!run->excluded.empty()) {
     cell.missing_reason = "not paired: " + run->excluded;
-    return cell;
+    return true;
   }
+  return false;
+}
+
+NllCell ValCell(const RunResult* run, int64_t milestone) {
+  NllCell cell;
+  if (StartCell(run, cell)) return cell;
   auto it = run->milestones.find(milestone);
   if (it != run->milestones.end() && Finite(it->second.val_nll)) {
     cell.present = true;
@@ -104,16 +111,7 @@ NllCell ValCell(const RunResult* run, int64_t milestone) {
 
 NllCell TestCell(const RunResult* run) {
   NllCell cell;
-  if (run == nullptr) {
-    cell.missing_reason = "no job";
-    return cell;
-  }
-  cell.job_id = run->job_id;
-  cell.state = run->state;
-  if (!run->excluded.empty()) {
-    cell.missing_reason = "not paired: " + run->excluded;
-    return cell;
-  }
+  if (StartCell(run, cell)) return cell;
   if (Finite(run->test_nll)) {
     cell.present = true;
     cell.nll = run->test_nll;
