@@ -16,23 +16,13 @@
 #include "client/settings.h"
 #include "client/watch_printer.h"
 #include "common/sha256.h"
+#include "tests/common/fake_env.h"
 
 namespace rdattn::client {
 namespace {
 
-EnvGetter FakeEnv(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-std::string WriteTemp(const std::string& name, const std::string& content) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path) << content;
-  return path;
-}
+using test::FakeEnv;
+using test::WriteTemp;
 
 struct CliResult {
   int code = 0;

@@ -11,23 +11,13 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "tests/common/fake_env.h"
 
 namespace rdattn::cli {
 namespace {
 
-EnvGetter FakeEnv(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-std::string WriteTemp(const std::string& name, const std::string& content) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path) << content;
-  return path;
-}
+using test::FakeEnv;
+using test::WriteTemp;
 
 TEST(ConnectionFlagsTest, TokenFromFlagThenFileThenEnvThenEnvFile) {
   const std::string file = WriteTemp("cf-token", "  from-file\n");
