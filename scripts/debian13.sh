@@ -54,7 +54,7 @@ shift
 COMMON=(
   cmake ninja-build g++ pkg-config ccache python3 ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libpcre2-dev zlib1g-dev libxxhash-dev
+  nlohmann-json3-dev libcli11-dev libpcre2-dev zlib1g-dev libxxhash-dev libssl-dev
   libopenmpi-dev openmpi-bin libopenblas0-openmp
 )
 # The service's libraries (gRPC 1.51, protobuf 3.21, abseil 20240722, prometheus-cpp, SQLite,

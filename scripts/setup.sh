@@ -24,7 +24,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   golang-github-gogo-googleapis-dev
   prometheus-cpp-dev libopenmpi-dev openmpi-bin libsqlite3-dev sqlite3
-  nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libcli11-dev libxxhash-dev
+  nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libcli11-dev libxxhash-dev libssl-dev
   nodejs npm jargon-text gnuplot-nox prometheus python3-grpcio python3-protobuf
   slurm-wlm munge iproute2
   clang-14 libclang-rt-14-dev llvm-14 openssl clang-format clang-tidy shellcheck
