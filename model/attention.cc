@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cpu_features.h"
+#include "model/attention_cpu_args.h"
 #include "model/batched_gemm.h"
 #include "model/torch_compat.h"
 
@@ -114,6 +116,62 @@ at::Tensor RotateHalf(const at::Tensor& x) {
 // [T,T] product at T = 256 while each GEMM keeps a useful size ([64, r1] × [r1, 64]).
 constexpr int64_t kRowBlock = 64;
 
+std::atomic<bool> g_softmax_baseline_only{false};
+
+// The block's causal softmax runs in rdattn's kernel (model/attention_cpu_kernel.inc) for
+// contiguous CPU float32/float64 blocks; anything else (CUDA, bf16 under autocast) in ATen ops.
+bool SoftmaxKernelTensor(const at::Tensor& t) {
+  const auto dt = t.scalar_type();
+  return t.device().is_cpu() && (dt == at::kFloat || dt == at::kDouble) && t.is_contiguous();
+}
+
+// Rows of a block per parallel task: at least ~16k elements each.
+int64_t SoftmaxGrain(int64_t r1) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(r1, 1)); }
+
+template <typename Args>
+void RunSoftmax(void (*avx2)(const Args&, int64_t, int64_t),
+                void (*base)(const Args&, int64_t, int64_t), const Args& a, int64_t rows) {
+  const bool use_avx2 =
+      ::rdattn::cpu::HasAvx2() && !g_softmax_baseline_only.load(std::memory_order_relaxed);
+  const auto kernel = use_avx2 ? avx2 : base;
+  at::parallel_for(0, rows, SoftmaxGrain(a.r1), [&](int64_t b, int64_t e) { kernel(a, b, e); });
+}
+
+}  // namespace
+
+void CausalSoftmaxForward(at::Tensor& logits, int64_t r0) {
+  const int64_t n = logits.size(1), r1 = logits.size(2);
+  if (SoftmaxKernelTensor(logits)) {
+    AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "CausalSoftmaxForward", [&] {
+      const attention_cpu::SoftmaxArgs<scalar_t> a{n, r0, r1, logits.data_ptr<scalar_t>(), nullptr};
+      RunSoftmax(attention_cpu::avx2::SoftmaxForward, attention_cpu::base::SoftmaxForward, a,
+                 logits.size(0) * n);
+    });
+    return;
+  }
+  // ATen's composition: −inf above the diagonal of the block's own keys, then the softmax.
+  const at::Tensor above =
+      at::full({n, n}, -std::numeric_limits<double>::infinity(), logits.options()).triu(1);
+  logits.narrow(2, r0, n).add_(above);
+  logits = at::_softmax(logits, -1, false);
+}
+
+void CausalSoftmaxBackward(at::Tensor& dp, const at::Tensor& p, int64_t r0) {
+  if (SoftmaxKernelTensor(dp) && SoftmaxKernelTensor(p) && p.scalar_type() == dp.scalar_type()) {
+    AT_DISPATCH_FLOATING_TYPES(dp.scalar_type(), "CausalSoftmaxBackward", [&] {
+      const attention_cpu::SoftmaxArgs<scalar_t> a{dp.size(1), r0, dp.size(2),
+                                                   dp.data_ptr<scalar_t>(), p.data_ptr<scalar_t>()};
+      RunSoftmax(attention_cpu::avx2::SoftmaxBackward, attention_cpu::base::SoftmaxBackward, a,
+                 dp.size(0) * dp.size(1));
+    });
+    return;
+  }
+  // Masked entries have p = 0, hence a zero logit gradient.
+  dp = at::_softmax_backward_data(dp, p, -1, p.scalar_type());
+}
+
+namespace {
+
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
   // q, k, v: [N,T,d]. Saves q, k, v and each block's weights [N,n,r1].
@@ -124,18 +182,12 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     // (d = 64) it is exact: the logits equal (q·kᵀ)·scale and (q·scale)·kᵀ bit for bit, and so
     // do the gradients below.
     at::Tensor y = at::empty({N, T, v.size(2)}, v.options());
-    // Added to the block's own keys: −inf above the diagonal (weight exactly 0), 0 elsewhere
-    // (x + 0 = x). One vectorised add is much cheaper than a masked_fill with a broadcast mask.
-    const at::Tensor above =
-        at::full({kRowBlock, kRowBlock}, -std::numeric_limits<double>::infinity(), q.options())
-            .triu(1);
     std::vector<at::Tensor> saved = {q, k, v};
     for (int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
-      at::Tensor logits = at::empty({N, n, r1}, q.options());
-      BatchedGemm(q.narrow(1, r0, n), k.narrow(1, 0, r1).transpose(1, 2), logits, false, scale);
-      logits.narrow(2, r0, n).add_(above.narrow(0, 0, n).narrow(1, 0, n));
-      at::Tensor p = at::_softmax(logits, -1, false);
+      at::Tensor p = at::empty({N, n, r1}, q.options());
+      BatchedGemm(q.narrow(1, r0, n), k.narrow(1, 0, r1).transpose(1, 2), p, false, scale);
+      CausalSoftmaxForward(p, r0);
       at::Tensor y_rows = y.narrow(1, r0, n);
       BatchedGemm(p, v.narrow(1, 0, r1), y_rows, false);
       saved.push_back(std::move(p));
@@ -162,10 +214,9 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
       const int64_t r0 = b * kRowBlock, n = std::min(kRowBlock, T - r0), r1 = r0 + n;
       const at::Tensor& p = saved[static_cast<size_t>(3 + b)];
       const at::Tensor dy_rows = dy.narrow(1, r0, n);
-      at::Tensor dp = at::empty({dy.size(0), n, r1}, dy.options());
-      BatchedGemm(dy_rows, v.narrow(1, 0, r1).transpose(1, 2), dp, false);
-      // Masked entries have p = 0, hence a zero logit gradient.
-      const at::Tensor ds = at::_softmax_backward_data(dp, p, -1, p.scalar_type());
+      at::Tensor ds = at::empty({dy.size(0), n, r1}, dy.options());
+      BatchedGemm(dy_rows, v.narrow(1, 0, r1).transpose(1, 2), ds, false);
+      CausalSoftmaxBackward(ds, p, r0);  // dp → ds in place
       at::Tensor dq_rows = dq.narrow(1, r0, n);
       BatchedGemm(ds, k.narrow(1, 0, r1), dq_rows, false, scale);
       // The last block writes all of dk and dv (r1 = T); the earlier ones add into their rows.
@@ -226,6 +277,8 @@ void SetAttentionKernel(AttentionKernel kernel) {
 }
 
 AttentionKernel GetAttentionKernel() { return g_attention_kernel.load(); }
+
+void ForceBaselineSoftmaxKernel(bool on) { g_softmax_baseline_only.store(on); }
 
 bool UsesSdpa(c10::DeviceType device) {
   switch (g_attention_kernel.load()) {

@@ -7,13 +7,15 @@
 // the forward or the backward (whose rotation is the inverse one). Other devices and dtypes take
 // the plain composition, `RopeHeadsReference`.
 //
-// `CausalAttention` is a custom autograd function built from ATen ops only (any device): the
-// query rows go in blocks, and a block's logits, weights and products cover only the keys up to
-// its last row (the masked keys would get weight exactly 0), so about 3/8 of the attention GEMMs
-// (two forward, four backward; 64-row blocks at T = 256) and of the softmax are never computed,
-// and no [T,T] mask is built. It saves the weights per block, as the plain composition saves
-// the whole [T,T] matrix. `CausalAttentionReference` is the plain composition it is tested
-// against (matmul, scale, masked_fill, softmax, matmul).
+// `CausalAttention` is a custom autograd function (any device): the query rows go in blocks, and a
+// block's logits, weights and products cover only the keys up to its last row (the masked keys
+// would get weight exactly 0), so about 3/8 of the attention GEMMs (two forward, four backward;
+// 64-row blocks at T = 256) and of the softmax are never computed, and no [T,T] mask is built. On
+// the CPU (float32/float64) a block's causal softmax is one hand-written pass per row over that
+// row's own keys only (forward: max, exp, sum, normalise in place on the logits; backward: p·(dp −
+// Σ dp·p) in place on dp), exact zeros beyond. It saves the weights per block, as the plain
+// composition saves the whole [T,T] matrix. `CausalAttentionReference` is the plain composition it
+// is tested against (matmul, scale, masked_fill, softmax, matmul).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -44,6 +46,21 @@ AttentionKernel GetAttentionKernel();
 std::string_view AttentionKernelName(AttentionKernel kernel);  // "auto", "rdattn", "sdpa"
 // Whether CausalAttention on `device` runs SDPA under the current selection.
 bool UsesSdpa(c10::DeviceType device);
+
+// The causal softmax of CausalAttention's CPU path (float32/float64) is a hand-written kernel
+// (model/attention_cpu_kernel.inc), built for the baseline instruction set and for AVX2 with the
+// same bits; it runs the AVX2 build on CPUs that have AVX2 unless this forces the baseline one
+// (for the tests that compare the two, like ForceBaselineFusedKernels).
+void ForceBaselineSoftmaxKernel(bool on);
+
+// One row block's causal softmax as CausalAttention runs it (public for the tests). logits:
+// [N,n,r1], the block of query rows [r0, r0 + n) against keys [0, r1 = r0 + n); row i sees keys
+// [0, r0 + i]. Forward: the weights over those keys, exact zeros beyond. Backward: dp (same
+// shape) becomes the logits' gradient p·(dp − Σ_j dp_j p_j), zeros beyond. On contiguous CPU
+// float32/float64 tensors both work in place in the kernel; otherwise through ATen's softmax ops,
+// and the argument is replaced by their result.
+void CausalSoftmaxForward(at::Tensor& logits, int64_t r0);
+void CausalSoftmaxBackward(at::Tensor& dp, const at::Tensor& p, int64_t r0);
 
 // q, k, v: [B,H,T,d] (any strides). Causal softmax attention with logit scale `scale`: returns
 // [B,H,T,d], through the kernel selected above.

@@ -6,6 +6,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "model/batched_gemm.h"
@@ -77,6 +80,98 @@ TEST(AttentionTest, RopeHeadsInFloat32AgreesWithThePlainComposition) {
   const at::Tensor x = Randn({2, 9, 4 * 16}, at::kFloat, gen);
   const auto [cos, sin] = Tables(9, 16, at::kFloat);
   EXPECT_LE(MaxRelDiff(RopeHeads(x, 4, cos, sin), RopeHeadsReference(x, 4, cos, sin)), 1e-6);
+}
+
+// ATen's masked softmax of a row block [N,n,r1] whose rows start at query r0, and its gradient.
+at::Tensor MaskedSoftmax(const at::Tensor& logits, int64_t r0) {
+  const int64_t n = logits.size(1), r1 = logits.size(2);
+  const at::Tensor mask =
+      (at::arange(r1).unsqueeze(0) > (at::arange(n) + r0).unsqueeze(1)).to(at::kBool);
+  return at::softmax(logits.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
+}
+
+at::Tensor BlockLogits(int64_t N, int64_t n, int64_t r0, at::ScalarType dt, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  return 3.0 * at::randn({N, n, r0 + n}, gen, at::TensorOptions().dtype(at::kDouble)).to(dt);
+}
+
+TEST(AttentionTest, SoftmaxKernelMatchesATensMaskedSoftmax) {
+  // Blocks at the start, in the middle, and a short last block; float64 to rounding, float32
+  // to its precision (the Cephes exp is within ~1 ulp). Beyond each row's keys: exact zeros.
+  for (const auto dt : {at::kDouble, at::kFloat}) {
+    const double tol_y = dt == at::kDouble ? 1e-15 : 1e-6;
+    const double tol_g = dt == at::kDouble ? 1e-14 : 1e-5;
+    for (const auto& [n, r0] : {std::pair<int64_t, int64_t>{64, 0}, {64, 128}, {7, 128}, {1, 0}}) {
+      const std::string what = std::string(dt == at::kDouble ? "float64" : "float32") +
+                               " n=" + std::to_string(n) + " r0=" + std::to_string(r0);
+      const at::Tensor logits = BlockLogits(3, n, r0, dt, 51 + static_cast<uint64_t>(n + r0));
+      const at::Tensor ref = MaskedSoftmax(logits, r0);
+      at::Tensor p = logits.clone();
+      CausalSoftmaxForward(p, r0);
+      EXPECT_LE(MaxRelDiff(p, ref), tol_y) << what;
+      const at::Tensor masked = at::arange(r0 + n).unsqueeze(0) > (at::arange(n) + r0).unsqueeze(1);
+      EXPECT_TRUE(at::equal(p.masked_select(masked.expand_as(p)),
+                            at::zeros({p.masked_select(masked.expand_as(p)).numel()}, p.options())))
+          << what;
+      const at::Tensor dp = BlockLogits(3, n, r0, dt, 61 + static_cast<uint64_t>(n + r0));
+      const at::Tensor ref_ds = at::_softmax_backward_data(dp, ref, -1, ref.scalar_type());
+      at::Tensor ds = dp.clone();
+      CausalSoftmaxBackward(ds, p, r0);
+      EXPECT_LE(MaxRelDiff(ds, ref_ds), tol_g) << what;
+      EXPECT_TRUE(at::equal(ds.masked_select(masked.expand_as(ds)),
+                            at::zeros({p.masked_select(masked.expand_as(p)).numel()}, p.options())))
+          << what;
+    }
+  }
+}
+
+TEST(AttentionTest, SoftmaxKernelPassesNaNsAndExtremeLogitsLikeATen) {
+  for (const auto dt : {at::kDouble, at::kFloat}) {
+    // Row 3 (4 keys) holds a NaN: that row is NaN, the others are not. Row 5 spans 200 in its
+    // logits: the far keys get weight ~0, the row still sums to 1.
+    at::Tensor logits = BlockLogits(1, 8, 0, dt, 71);
+    logits[0][3][1] = std::numeric_limits<double>::quiet_NaN();
+    logits[0][5][0] = -200.0;
+    logits[0][5][2] = 100.0;
+    at::Tensor p = logits.clone();
+    CausalSoftmaxForward(p, 0);
+    EXPECT_TRUE(p[0][3].narrow(0, 0, 4).isnan().all().item<bool>());
+    EXPECT_FALSE(p[0].narrow(0, 0, 3).isnan().any().item<bool>());
+    EXPECT_FALSE(p[0].narrow(0, 4, 4).isnan().any().item<bool>());
+    EXPECT_LE(p[0][5][0].item<double>(), 1e-37);
+    EXPECT_NEAR(p[0][5].sum().item<double>(), 1.0, 1e-6);
+    EXPECT_LE(MaxRelDiff(p.narrow(1, 4, 4), MaskedSoftmax(logits, 0).narrow(1, 4, 4)),
+              dt == at::kDouble ? 1e-15 : 1e-6);
+  }
+}
+
+// The softmax kernel's bits depend neither on the instruction set it runs in (AVX2 or the
+// baseline build) nor on the number of threads, forward and backward, float32 and float64. On a
+// CPU without AVX2 both runs take the baseline build and that comparison holds trivially.
+TEST(AttentionTest, SoftmaxKernelBitsDoNotDependOnInstructionSetOrThreadCount) {
+  const int threads_was = at::get_num_threads();
+  for (const auto dt : {at::kFloat, at::kDouble}) {
+    // 6·64 rows of 192 keys: several parallel tasks (about 16k elements each).
+    const at::Tensor logits = BlockLogits(6, 64, 128, dt, 81);
+    const at::Tensor dp = BlockLogits(6, 64, 128, dt, 82);
+    auto run = [&](bool baseline, int threads) {
+      ForceBaselineSoftmaxKernel(baseline);
+      at::set_num_threads(threads);
+      at::Tensor p = logits.clone();
+      CausalSoftmaxForward(p, 128);
+      at::Tensor ds = dp.clone();
+      CausalSoftmaxBackward(ds, p, 128);
+      ForceBaselineSoftmaxKernel(false);
+      at::set_num_threads(threads_was);
+      return std::vector<at::Tensor>{p, ds};
+    };
+    const auto ref = run(false, 1), baseline = run(true, 1), threaded = run(false, 3);
+    const char* what = dt == at::kFloat ? "float32" : "float64";
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_TRUE(at::equal(ref[i], baseline[i])) << what << " baseline, tensor " << i;
+      EXPECT_TRUE(at::equal(ref[i], threaded[i])) << what << " 3 threads, tensor " << i;
+    }
+  }
 }
 
 TEST(AttentionTest, CausalAttentionMatchesThePlainCompositionInFloat64) {
