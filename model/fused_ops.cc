@@ -159,43 +159,52 @@ struct InvRmsFunction : public torch::autograd::Function<InvRmsFunction> {
   }
 };
 
-// inputs a, b of one shape; output silu(a) · b.
+// Rows per parallel task of the SwiGLU kernels: about kSwiGluGrain elements, at least one row.
+int64_t SwiGluGrainRows(int64_t F) {
+  return F >= fused_cpu::kSwiGluGrain ? 1 : fused_cpu::kSwiGluGrain / F;
+}
+
+// input ac = [a | b] [..., 2F]; output silu(a) · b [..., F].
 struct SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
-    const at::Tensor ac = a.contiguous(), bc = b.contiguous();
-    at::Tensor y = at::empty(ac.sizes(), ac.options());
-    AT_DISPATCH_FLOATING_TYPES(ac.scalar_type(), "swiglu_forward", [&] {
-      const fused_cpu::SwiGluArgs<scalar_t> p{ac.data_ptr<scalar_t>(),
-                                              bc.data_ptr<scalar_t>(),
-                                              nullptr,
-                                              y.data_ptr<scalar_t>(),
-                                              nullptr,
-                                              nullptr};
-      RunKernel(fused_cpu::avx2::SwiGluForward, fused_cpu::base::SwiGluForward, p, ac.numel(),
-                fused_cpu::kSwiGluGrain);
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& ac) {
+    const at::Tensor acc = ac.contiguous();
+    const int64_t F = acc.size(-1) / 2, N = acc.numel() / (2 * F);
+    std::vector<int64_t> shape = acc.sizes().vec();
+    shape.back() = F;
+    at::Tensor y = at::empty(shape, acc.options());
+    AT_DISPATCH_FLOATING_TYPES(acc.scalar_type(), "swiglu_forward", [&] {
+      const fused_cpu::SwiGluArgs<scalar_t> p{F, acc.data_ptr<scalar_t>(), nullptr,
+                                              y.data_ptr<scalar_t>(), nullptr};
+      RunKernel(fused_cpu::avx2::SwiGluForward, fused_cpu::base::SwiGluForward, p, N,
+                SwiGluGrainRows(F));
     });
-    // a and b by reference (the GEMMs' outputs); silu(a) is not saved but recomputed.
-    ctx->save_for_backward({a, b});
+    // ac by reference (the GEMM's output); silu(a) is not saved but recomputed.
+    ctx->save_for_backward({ac});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor a = saved[0].contiguous(), b = saved[1].contiguous();
+    if (!ctx->needs_input_grad(0)) return {at::Tensor()};
+    const at::Tensor ac = ctx->get_saved_variables()[0].contiguous();
     const at::Tensor dy = grads[0].contiguous();
-    // Both gradients come from one pass (they share the sigmoid); one not needed is dropped.
-    at::Tensor da = at::empty(a.sizes(), a.options()), db = at::empty(b.sizes(), b.options());
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "swiglu_backward", [&] {
-      const fused_cpu::SwiGluArgs<scalar_t> p{a.data_ptr<scalar_t>(),  b.data_ptr<scalar_t>(),
-                                              dy.data_ptr<scalar_t>(), nullptr,
-                                              da.data_ptr<scalar_t>(), db.data_ptr<scalar_t>()};
-      RunKernel(fused_cpu::avx2::SwiGluBackward, fused_cpu::base::SwiGluBackward, p, a.numel(),
-                fused_cpu::kSwiGluGrain);
+    const int64_t F = ac.size(-1) / 2, N = ac.numel() / (2 * F);
+    // Both halves of ∂L/∂ac from one pass (they share the sigmoid), into one tensor.
+    at::Tensor dac = at::empty(ac.sizes(), ac.options());
+    AT_DISPATCH_FLOATING_TYPES(ac.scalar_type(), "swiglu_backward", [&] {
+      const fused_cpu::SwiGluArgs<scalar_t> p{F, ac.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(),
+                                              nullptr, dac.data_ptr<scalar_t>()};
+      RunKernel(fused_cpu::avx2::SwiGluBackward, fused_cpu::base::SwiGluBackward, p, N,
+                SwiGluGrainRows(F));
     });
-    return {ctx->needs_input_grad(0) ? da : at::Tensor(),
-            ctx->needs_input_grad(1) ? db : at::Tensor()};
+    return {dac};
   }
 };
+
+void CheckSwiGluInput(const at::Tensor& ac) {
+  TORCH_CHECK(ac.dim() >= 1 && ac.size(-1) % 2 == 0,
+              "SwiGlu: ac's last axis holds [gate | up] and must have an even size, got shape ",
+              ac.sizes());
+}
 
 }  // namespace
 
@@ -215,11 +224,16 @@ at::Tensor FusedInvRms(const at::Tensor& x, double eps) {
   return InvRmsFunction::apply(x, eps);
 }
 
-at::Tensor SwiGlu(const at::Tensor& a, const at::Tensor& b) {
-  if (!KernelTensor(a) || !b.device().is_cpu() || b.scalar_type() != a.scalar_type() ||
-      b.sizes() != a.sizes())
-    return at::silu(a) * b;
-  return SwiGluFunction::apply(a, b);
+at::Tensor SwiGlu(const at::Tensor& ac) {
+  CheckSwiGluInput(ac);
+  const int64_t F = ac.size(-1) / 2;
+  return at::silu(ac.narrow(-1, 0, F)) * ac.narrow(-1, F, F);
+}
+
+at::Tensor FusedSwiGlu(const at::Tensor& ac) {
+  CheckSwiGluInput(ac);
+  if (!KernelTensor(ac)) return SwiGlu(ac);
+  return SwiGluFunction::apply(ac);
 }
 
 void SetFusedCpuKernels(bool on) { kernels_enabled.store(on); }

@@ -8,7 +8,7 @@
 // these elementwise ops, each a full pass over a [tokens, D] or [tokens, F] tensor.
 //
 // Other devices and dtypes (CUDA, bf16, fp16), or the kernels switched off, take the plain
-// composition: RmsNorm (model/depth.h) and at::silu(a) * b. The plain composition is the
+// composition: RmsNorm (model/depth.h), InvRms and SwiGlu below. The plain composition is the
 // reference the tests hold the kernels to.
 //
 // Bits: the kernels are compiled for the baseline instruction set and for AVX2 and chosen at run
@@ -34,9 +34,13 @@ at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& gain, double eps)
 at::Tensor FusedInvRms(const at::Tensor& x, double eps);
 at::Tensor InvRms(const at::Tensor& x, double eps);
 
-// silu(a) ⊙ b, the gated product of the SwiGLU MLP, for a and b of one shape and dtype. The
-// backward saves a and b (by reference) and recomputes the sigmoid.
-at::Tensor SwiGlu(const at::Tensor& a, const at::Tensor& b);
+// silu(a) ⊙ b, the gated product of the SwiGLU MLP, for ac = [a | b] the output of one GEMM with
+// the gate and up weights stacked ([..., 2F] -> [..., F]; a = ac[..., :F], b = ac[..., F:]). The
+// backward saves ac (by reference), recomputes the sigmoid and writes ∂L/∂ac in one pass: one
+// tensor, so that autograd runs one dX GEMM for both projections. SwiGlu is the plain
+// composition (at::silu on one half times the other). The last axis must be even.
+at::Tensor FusedSwiGlu(const at::Tensor& ac);
+at::Tensor SwiGlu(const at::Tensor& ac);
 
 // Switches the CPU kernels off (the plain composition everywhere) or back on; on by default.
 // For tests and benchmarks.

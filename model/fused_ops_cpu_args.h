@@ -13,7 +13,8 @@ namespace rdattn::model::fused_cpu {
 // are added in chunk order, so the sum does not depend on the number of threads.
 constexpr int64_t kNormRows = 64;
 
-// Elements per task of the SwiGLU kernels (elementwise: any split gives the same bits).
+// Elements per task of the SwiGLU kernels, at least one row (elementwise: any split of the rows
+// gives the same bits).
 constexpr int64_t kSwiGluGrain = 32768;
 
 // y = x · ρ · g per row of [N,D], ρ = 1 / sqrt(mean_d(x²) + eps), saved per row.
@@ -50,19 +51,19 @@ struct InvRmsArgs {
   T* dx;          // [N,D]: backward only
 };
 
-// y = silu(a) · b elementwise; backward da = dy · b · silu'(a), db = dy · silu(a).
+// Per row of ac = [a | b] ([N,2F], a and b its two halves): y = silu(a) · b ([N,F]); backward
+// d(ac) = [dy · b · silu'(a) | dy · silu(a)] ([N,2F]).
 template <typename T>
 struct SwiGluArgs {
-  const T* a;
-  const T* b;
-  const T* dy;  // backward only
-  T* y;         // forward only
-  T* da;        // backward; null: not needed
-  T* db;        // backward; null: not needed
+  int64_t F;
+  const T* ac;  // [N,2F]
+  const T* dy;  // [N,F]: backward only
+  T* y;         // [N,F]: forward only
+  T* dac;       // [N,2F]: backward only
 };
 
-// RMSNorm and the inverse RMS: chunks [c0, c1) of kNormRows rows. SwiGLU: elements [i0, i1). One
-// set per instruction set.
+// RMSNorm and the inverse RMS: chunks [c0, c1) of kNormRows rows. SwiGLU: rows [r0, r1). One set
+// per instruction set.
 #define RDATTN_FUSED_OPS_KERNELS                                                \
   void NormForward(const NormForwardArgs<float>& p, int64_t c0, int64_t c1);    \
   void NormForward(const NormForwardArgs<double>& p, int64_t c0, int64_t c1);   \
@@ -72,10 +73,10 @@ struct SwiGluArgs {
   void InvRmsForward(const InvRmsArgs<double>& p, int64_t c0, int64_t c1);      \
   void InvRmsBackward(const InvRmsArgs<float>& p, int64_t c0, int64_t c1);      \
   void InvRmsBackward(const InvRmsArgs<double>& p, int64_t c0, int64_t c1);     \
-  void SwiGluForward(const SwiGluArgs<float>& p, int64_t i0, int64_t i1);       \
-  void SwiGluForward(const SwiGluArgs<double>& p, int64_t i0, int64_t i1);      \
-  void SwiGluBackward(const SwiGluArgs<float>& p, int64_t i0, int64_t i1);      \
-  void SwiGluBackward(const SwiGluArgs<double>& p, int64_t i0, int64_t i1);
+  void SwiGluForward(const SwiGluArgs<float>& p, int64_t r0, int64_t r1);       \
+  void SwiGluForward(const SwiGluArgs<double>& p, int64_t r0, int64_t r1);      \
+  void SwiGluBackward(const SwiGluArgs<float>& p, int64_t r0, int64_t r1);      \
+  void SwiGluBackward(const SwiGluArgs<double>& p, int64_t r0, int64_t r1);
 
 namespace base {
 RDATTN_FUSED_OPS_KERNELS

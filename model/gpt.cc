@@ -181,10 +181,13 @@ at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
 
 at::Tensor GptImpl::Mlp(const LayerImpl& layer, const at::Tensor& x,
                         const at::Tensor& residual) const {
-  // silu(x·W_gateᵀ) ⊙ (x·W_upᵀ) in one fused pass (model/fused_ops.h) between two BLAS GEMMs. One
-  // code path for every arm, so that rd with q_v = q_attn stays bitwise equal to block (T6).
-  const at::Tensor gate = at::linear(x, layer.wgate), up = at::linear(x, layer.wup);
-  return ResidualLinear(residual, SwiGlu(gate, up), layer.wdown);
+  // silu(x·W_gateᵀ) ⊙ (x·W_upᵀ): one GEMM against the gate and up weights stacked inside forward
+  // (the parameters stay two) gives [gate | up], one fused pass (model/fused_ops.h) forms the
+  // product, and its backward's one ∂L/∂[gate | up] makes one dX GEMM, with no add of two
+  // (issue 26). One code path for every arm, so that rd with q_v = q_attn stays bitwise equal to
+  // block (T6).
+  const at::Tensor ac = at::linear(x, at::cat({layer.wgate, layer.wup}));  // [B,T,2F]
+  return ResidualLinear(residual, FusedSwiGlu(ac), layer.wdown);
 }
 
 ForwardOutput GptImpl::ForwardStandard(const at::Tensor& e, const at::Tensor& cos,

@@ -1,5 +1,6 @@
 // The fused RMSNorm, SwiGLU and inverse-RMS operators (model/fused_ops.h) against their plain
-// compositions (RmsNorm of model/depth.h; at::silu(a) * b; InvRms): forward and backward in
+// compositions (RmsNorm of model/depth.h; SwiGlu, at::silu(a) * b on the halves of ac = [a | b];
+// InvRms): forward and backward in
 // float64, central finite differences of the custom backwards, float32 agreement, extreme SwiGLU
 // inputs, the kernels' bits across instruction sets and thread counts, the fallback for other
 // dtypes, and the whole model with the kernels on and off. Shapes have row counts that are not a
@@ -41,7 +42,7 @@ const std::vector<std::vector<int64_t>> kShapes = {{2, 3, 5}, {3, 70, 45}, {130,
 // The inputs of one operator call, float64 leaves, and a fixed random output weighting w so
 // that the objective Σ y·w gives every output element its own gradient.
 struct Inputs {
-  at::Tensor x, g, w;  // RMSNorm: x, gain; SwiGLU: a = x, b = g (x's shape)
+  at::Tensor x, g, w;  // RMSNorm: x, gain; SwiGLU: ac = [a | b] = x, a factor g of y's shape
 };
 
 Inputs MakeNormInputs(const std::vector<int64_t>& shape, uint64_t seed) {
@@ -53,11 +54,15 @@ Inputs MakeNormInputs(const std::vector<int64_t>& shape, uint64_t seed) {
   return in;
 }
 
+// SwiGLU: ac [..., 2F] for y's shape [..., F], and a factor g of y's shape (Σ y·g·w checks y
+// and gives the harness's second input a gradient).
 Inputs MakeSwiGluInputs(const std::vector<int64_t>& shape, uint64_t seed) {
   torch::manual_seed(static_cast<int64_t>(seed));
+  std::vector<int64_t> ac_shape = shape;
+  ac_shape.back() *= 2;
   Inputs in;
-  in.x = (3.0 * torch::randn(shape, kF64)).requires_grad_(true);
-  in.g = torch::randn(shape, kF64).requires_grad_(true);
+  in.x = (3.0 * torch::randn(ac_shape, kF64)).requires_grad_(true);
+  in.g = (1.0 + 0.3 * torch::randn(shape, kF64)).requires_grad_(true);
   in.w = torch::randn(shape, kF64);
   return in;
 }
@@ -90,8 +95,10 @@ const Op kFusedInv = [](const at::Tensor& x, const at::Tensor& g) {
   return FusedInvRms(x, kEps) * g;
 };
 const Op kPlainInv = [](const at::Tensor& x, const at::Tensor& g) { return InvRms(x, kEps) * g; };
-const Op kFusedSwiGlu = [](const at::Tensor& a, const at::Tensor& b) { return SwiGlu(a, b); };
-const Op kPlainSwiGlu = [](const at::Tensor& a, const at::Tensor& b) { return at::silu(a) * b; };
+const Op kFusedSwiGlu = [](const at::Tensor& ac, const at::Tensor& g) {
+  return FusedSwiGlu(ac) * g;
+};
+const Op kPlainSwiGlu = [](const at::Tensor& ac, const at::Tensor& g) { return SwiGlu(ac) * g; };
 
 // y, ∂(Σ y·w)/∂x, ∂(Σ y·w)/∂g.
 std::vector<at::Tensor> RunOp(const Op& op, Inputs& in) {
@@ -141,6 +148,45 @@ TEST(FusedOpsTest, SwiGluMatchesThePlainCompositionInFloat64) {
     ExpectClose(RunOp(kFusedSwiGlu, a), RunOp(kPlainSwiGlu, b), 1e-13,
                 "swiglu " + ShapeName(shape));
   }
+}
+
+// SwiGlu's two halves are the plain composition of separate tensors: at::silu(a) * b on the
+// GEMM outputs as the MLP had them before one GEMM made both; and an ac that is not contiguous
+// (a transposed view) gives the contiguous one's result and gradient.
+TEST(FusedOpsTest, SwiGluOfTheStackedHalvesIsSiluTimesUp) {
+  const Inputs base = MakeSwiGluInputs({3, 70, 45}, 5);
+  const at::Tensor a = base.x.detach().narrow(-1, 0, 45).clone().requires_grad_(true);
+  const at::Tensor b = base.x.detach().narrow(-1, 45, 45).clone().requires_grad_(true);
+  (at::silu(a) * b * base.w).sum().backward();
+  Inputs in = Cast(base, torch::kDouble);
+  const at::Tensor y = FusedSwiGlu(in.x);
+  (y * base.w).sum().backward();
+  EXPECT_LT(MaxRelDiff(y.detach(), (at::silu(a) * b).detach()), 1e-13);
+  EXPECT_LT(MaxRelDiff(in.x.grad(), at::cat({a.grad(), b.grad()}, -1)), 1e-13);
+
+  const at::Tensor t = base.x.detach().transpose(0, 1).contiguous().transpose(0, 1);
+  ASSERT_FALSE(t.is_contiguous());
+  const at::Tensor tl = t.clone(at::MemoryFormat::Preserve).requires_grad_(true);
+  ASSERT_FALSE(tl.is_contiguous());
+  const at::Tensor yt = FusedSwiGlu(tl);
+  (yt * base.w).sum().backward();
+  EXPECT_TRUE(torch::equal(yt.detach(), y.detach()));
+  EXPECT_TRUE(torch::equal(tl.grad(), in.x.grad()));
+}
+
+// ac's last axis holds [gate | up]: an odd size is an error that says so, on every path.
+TEST(FusedOpsTest, SwiGluRejectsAnOddLastAxis) {
+  const at::Tensor odd = torch::randn({4, 7}, kF64);
+  for (const bool on : {true, false}) {
+    const KernelChoice choice(on);
+    try {
+      (void)FusedSwiGlu(odd);
+      ADD_FAILURE() << "no error for an odd last axis, kernels " << on;
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("even size"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW((void)SwiGlu(odd), c10::Error);
 }
 
 // Central differences of Σ op(x, g)·w in float64 against the custom backward, every element.
@@ -204,26 +250,34 @@ TEST(FusedOpsTest, SwiGluFloat32IsAccurateOverTheWholeRange) {
                                 0,    1e-3, 0.5,  1,   20,    50,    87,  88,  88.5, 90, 1e4};
   for (int i = -400; i <= 400; ++i) values.push_back(i * 0.0731);
   const auto n = static_cast<int64_t>(values.size());
-  // Inputs representable in float32, so that the float64 reference sees the same numbers.
+  // Inputs representable in float32, so that the float64 reference sees the same numbers; ac is
+  // one row [a | b].
   auto f32 = [](const at::Tensor& t) { return t.to(torch::kFloat).to(torch::kDouble); };
   const at::Tensor a64 = f32(torch::tensor(values, kF64));
-  const at::Tensor b64 = f32(0.5 + torch::rand({n}, kF64)), w64 = f32(torch::randn({n}, kF64));
-  Inputs ref{a64.clone().requires_grad_(true), b64.clone().requires_grad_(true), w64};
+  const at::Tensor b64 = f32(0.5 + torch::rand({n}, kF64)), w64 = f32(torch::randn({1, n}, kF64));
+  Inputs ref{at::cat({a64, b64}).view({1, 2 * n}).requires_grad_(true),
+             torch::ones({1, n}, kF64).requires_grad_(true), w64};
   const std::vector<at::Tensor> want = RunOp(kPlainSwiGlu, ref);
   Inputs in = Cast(ref, torch::kFloat);
   const std::vector<at::Tensor> got = RunOp(kFusedSwiGlu, in);
-  for (size_t t = 0; t < got.size(); ++t) {
-    const at::Tensor g = got[t].to(torch::kDouble);
-    const at::Tensor& r = want[t];
+  // y, ∂/∂a, ∂/∂b (the halves of ∂/∂ac); the factor g's gradient is y·w.
+  auto parts = [n](const std::vector<at::Tensor>& v) {
+    return std::vector<at::Tensor>{v[0].view({n}), v[1].view({2, n})[0], v[1].view({2, n})[1]};
+  };
+  const std::vector<at::Tensor> got3 = parts(got), want3 = parts(want);
+  const at::Tensor wb = (w64.view({n}) * b64).abs();
+  for (size_t t = 0; t < got3.size(); ++t) {
+    const at::Tensor g = got3[t].to(torch::kDouble);
+    const at::Tensor& r = want3[t];
     // ∂/∂a crosses zero at a ≈ -1.28, where s(1 + a(1 − s)) cancels: there the error is
     // relative to the scale of its terms, |dy·b|.
     const at::Tensor err = (g - r).abs();
-    const at::Tensor bound = 1e-6 * r.abs() + (t == 1 ? 1e-6 * (w64 * b64).abs() : 1e-30 + 0 * r);
+    const at::Tensor bound = 1e-6 * r.abs() + (t == 1 ? 1e-6 * wb : 1e-30 + 0 * r);
     EXPECT_TRUE((err <= bound).all().item<bool>())
         << "tensor " << t << ": worst at a = " << a64[(err / bound).argmax()].item<double>();
   }
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const at::Tensor y = SwiGlu(torch::tensor({nan, 1.0F}), torch::tensor({1.0F, nan}));
+  const at::Tensor y = FusedSwiGlu(torch::tensor({nan, 1.0F, 1.0F, nan}).view({2, 2}));
   EXPECT_TRUE(y.isnan().all().item<bool>());
 }
 
@@ -234,7 +288,8 @@ TEST(FusedOpsTest, SwiGluFloat32IsAccurateOverTheWholeRange) {
 TEST(FusedOpsTest, KernelBitsDoNotDependOnInstructionSetOrThreadCount) {
   const KernelChoice on(true);
   const int threads_was = at::get_num_threads();
-  // 3·70·333 SwiGLU elements: more than one parallel task (32768 elements each).
+  // 3·70 rows of 333 SwiGLU outputs, or 300 of 256: more than one parallel task (32768 outputs
+  // each, in whole rows).
   for (const auto& shape : {std::vector<int64_t>{3, 70, 45}, std::vector<int64_t>{3, 70, 333},
                             std::vector<int64_t>{300, 256}}) {
     for (const int kind : {0, 1, 2}) {  // RMSNorm, SwiGLU, inverse RMS
@@ -271,18 +326,19 @@ TEST(FusedOpsTest, OtherDtypesTakeThePlainComposition) {
   const at::Tensor x = base.x.detach().to(torch::kBFloat16);
   const at::Tensor g = base.g.detach().to(torch::kBFloat16);
   EXPECT_TRUE(torch::equal(FusedRmsNorm(x, g, kEps), RmsNorm(x, g, kEps)));
-  EXPECT_TRUE(torch::equal(SwiGlu(x, x), at::silu(x) * x));
+  const at::Tensor ac = torch::randn({3, 70, 46}, kF64).to(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(FusedSwiGlu(ac), SwiGlu(ac)));
   EXPECT_TRUE(torch::equal(FusedInvRms(x, kEps), InvRms(x, kEps)));
-  // So do shapes the kernels do not take: a scalar, a gain that broadcasts, mismatched operands.
+  // So do shapes the kernels do not take: a scalar, a gain that broadcasts, an empty ac.
   const at::Tensor s = torch::tensor(2.0, kF64), one = torch::ones({1}, kF64);
   EXPECT_TRUE(torch::equal(FusedRmsNorm(s, one, kEps), RmsNorm(s, one, kEps)));
-  const at::Tensor xd = base.x.detach(), col = torch::ones({70, 1}, kF64);
-  EXPECT_TRUE(torch::equal(SwiGlu(xd, col), at::silu(xd) * col));
+  const at::Tensor empty = torch::zeros({0, 8}, kF64);
+  EXPECT_EQ(FusedSwiGlu(empty).sizes(), (std::vector<int64_t>{0, 4}));
 }
 
 // The whole model, kernels on against off (the plain composition), in float64: logits and every
 // parameter's gradient, for the standard arm (RMSNorm, SwiGLU) and block (SwiGLU, the sources'
-// inverse RMS).
+// inverse RMS); every gradient is contiguous.
 TEST(FusedOpsTest, WholeModelWithKernelsMatchesPlainInFloat64) {
   for (const Arm arm : {Arm::kStandard, Arm::kBlock}) {
     const ModelConfig c = Small(arm);
@@ -296,7 +352,11 @@ TEST(FusedOpsTest, WholeModelWithKernelsMatchesPlainInFloat64) {
       const at::Tensor logits = model->forward(tokens);
       GptImpl::Loss(logits, targets).backward();
       std::vector<at::Tensor> v = {logits.detach()};
-      for (const auto& p : model->parameters()) v.push_back(p.grad());
+      for (const auto& p : model->parameters()) {
+        // wgate's and wup's are row blocks of the stacked weight's gradient: contiguous.
+        EXPECT_TRUE(p.grad().is_contiguous()) << ArmName(arm) << " tensor " << v.size();
+        v.push_back(p.grad());
+      }
       res.push_back(v);
     }
     for (size_t i = 0; i < res[0].size(); ++i)
