@@ -172,24 +172,60 @@ void CausalSoftmaxBackward(at::Tensor& dp, const at::Tensor& p, int64_t r0) {
 
 namespace {
 
+// A row range of every (sequence, head) item of x [B,H,R,C] (any strides, last one 1) as the
+// [N,rows,cols] operand of BatchedGemm: rows [r, r + m), transposed or not. One as_strided per
+// operand instead of a chain of narrow/select/transpose views.
+struct Rows {
+  const at::Tensor& x;
+  int64_t r, m;
+  bool transposed = false;
+};
+
+// Whether x's items (b, h) are evenly spaced, so that all B·H of them are one batch.
+bool Flat(const at::Tensor& x) { return x.size(1) == 1 || x.stride(0) == x.size(1) * x.stride(1); }
+
+// The items of sequence s (or, flat, of all sequences) of `o`.
+at::Tensor Items(const Rows& o, int64_t s, bool flat) {
+  const at::Tensor& x = o.x;
+  const int64_t n = flat ? x.size(0) * x.size(1) : x.size(1);
+  const int64_t offset = x.storage_offset() + (flat ? 0 : s * x.stride(0)) + o.r * x.stride(2);
+  if (o.transposed)
+    return x.as_strided({n, x.size(3), o.m}, {x.stride(1), x.stride(3), x.stride(2)}, offset);
+  return x.as_strided({n, o.m, x.size(3)}, {x.stride(1), x.stride(2), x.stride(3)}, offset);
+}
+
+// c = α·a·b (accumulate: c += α·a·b) for every (sequence, head) item of [B,H,·,·] operands: one
+// BatchedGemm over all B·H items where every operand allows it, else one per sequence (V, Y and
+// their gradients live in the projection layout [B,T,H,d], whose items are not evenly spaced).
+void Product(const Rows& a, const Rows& b, const Rows& c, bool accumulate, double alpha = 1.0) {
+  const bool flat = Flat(a.x) && Flat(b.x) && Flat(c.x);
+  const int64_t sequences = flat ? 1 : c.x.size(0);
+  for (int64_t s = 0; s < sequences; ++s) {
+    at::Tensor out = Items(c, s, flat);
+    BatchedGemm(Items(a, s, flat), Items(b, s, flat), out, accumulate, alpha);
+  }
+}
+
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
-  // q, k, v: [N,T,d]. Saves q, k, v and each block's weights [N,n,r1].
+  // q, k, v: [B,H,T,d] with any strides whose last is 1 (V is a view of the projection
+  // [B,T,H·d]). Returns [B,H,T,d] as a view of a [B,T,H,d] tensor, so that the caller's
+  // transpose back to [B,T,H·d] is a view too. Saves q, k, v and each block's weights
+  // [B·H,n,r1].
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, double scale) {
-    const int64_t N = q.size(0), T = q.size(1);
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
     // The scale is the products' BLAS alpha (no pass over q or the logits). With scale = 2⁻³
     // (d = 64) it is exact: the logits equal (q·kᵀ)·scale and (q·scale)·kᵀ bit for bit, and so
     // do the gradients below.
-    at::Tensor y = at::empty({N, T, v.size(2)}, v.options());
+    at::Tensor y = at::empty({B, T, H, v.size(3)}, v.options()).transpose(1, 2);
     std::vector<at::Tensor> saved = {q, k, v};
     for (int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
-      at::Tensor p = at::empty({N, n, r1}, q.options());
-      BatchedGemm(q.narrow(1, r0, n), k.narrow(1, 0, r1).transpose(1, 2), p, false, scale);
+      at::Tensor p = at::empty({B * H, n, r1}, q.options());
+      Product({q, r0, n}, {k, 0, r1, true}, {p.view({B, H, n, r1}), 0, n}, false, scale);
       CausalSoftmaxForward(p, r0);
-      at::Tensor y_rows = y.narrow(1, r0, n);
-      BatchedGemm(p, v.narrow(1, 0, r1), y_rows, false);
+      Product({p.view({B, H, n, r1}), 0, n}, {v, 0, r1}, {y, r0, n}, false);
       saved.push_back(std::move(p));
     }
     ctx->save_for_backward(saved);
@@ -201,11 +237,12 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
     const double scale = ctx->saved_data["scale"].toDouble();
-    const at::Tensor dy = grads[0].contiguous();
-    const int64_t T = q.size(1);
+    // dy arrives as the caller's [B,T,H·d] gradient seen as [B,H,T,d]: taken as it is.
+    const at::Tensor dy = grads[0].stride(3) == 1 ? grads[0] : grads[0].contiguous();
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
     at::Tensor dq = at::empty_like(q);
     at::Tensor dk = at::empty_like(k);
-    at::Tensor dv = at::empty_like(v);
+    at::Tensor dv = at::empty_like(v);  // V's strides: the projection's layout
     // Last block first: it sees every key, so its products write the whole of dk and dv (no
     // zero fill; BatchedGemm's write mode never reads the output, unlike baddbmm with beta = 0
     // in LibTorch 1.13's small-size kernel) and the earlier blocks add into their leading rows.
@@ -213,17 +250,15 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     for (int64_t b = blocks - 1; b >= 0; --b) {
       const int64_t r0 = b * kRowBlock, n = std::min(kRowBlock, T - r0), r1 = r0 + n;
       const at::Tensor& p = saved[static_cast<size_t>(3 + b)];
-      const at::Tensor dy_rows = dy.narrow(1, r0, n);
-      at::Tensor ds = at::empty({dy.size(0), n, r1}, dy.options());
-      BatchedGemm(dy_rows, v.narrow(1, 0, r1).transpose(1, 2), ds, false);
+      at::Tensor ds = at::empty({B * H, n, r1}, dy.options());
+      Product({dy, r0, n}, {v, 0, r1, true}, {ds.view({B, H, n, r1}), 0, n}, false);
       CausalSoftmaxBackward(ds, p, r0);  // dp → ds in place
-      at::Tensor dq_rows = dq.narrow(1, r0, n);
-      BatchedGemm(ds, k.narrow(1, 0, r1), dq_rows, false, scale);
+      const at::Tensor ds4 = ds.view({B, H, n, r1}), p4 = p.view({B, H, n, r1});
+      Product({ds4, 0, n}, {k, 0, r1}, {dq, r0, n}, false, scale);
       // The last block writes all of dk and dv (r1 = T); the earlier ones add into their rows.
       const bool add = b != blocks - 1;
-      at::Tensor dk_rows = dk.narrow(1, 0, r1), dv_rows = dv.narrow(1, 0, r1);
-      BatchedGemm(ds.transpose(1, 2), q.narrow(1, r0, n), dk_rows, add, scale);
-      BatchedGemm(p.transpose(1, 2), dy_rows, dv_rows, add);
+      Product({ds4, 0, n, true}, {q, r0, n}, {dk, 0, r1}, add, scale);
+      Product({p4, 0, n, true}, {dy, r0, n}, {dv, 0, r1}, add);
     }
     return {dq, dk, dv, at::Tensor()};
   }
@@ -306,7 +341,6 @@ std::string_view AttentionKernelName(AttentionKernel kernel) {
 
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale) {
-  const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
   // LibTorch's fused causal attention (flash / memory-efficient on CUDA, its flash CPU kernel on
   // the CPU), when selected (SetAttentionKernel) or by default on CUDA with LibTorch >= 2.1.
   if (UsesSdpa(q.device().type())) return torch_compat::CausalSdpa(q, k, v, scale);
@@ -314,13 +348,12 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   // dtype RoPE's tables gave q and k; BatchedGemm is not an autocast op, so the inputs take
   // that dtype here (as autocast casts them: float32 and reduced floats, never float64).
   const std::optional<at::ScalarType> cast = torch_compat::AutocastDtype(q.device().type());
-  auto flat = [&](const at::Tensor& t) {
-    const at::Tensor r = t.reshape({B * H, T, t.size(3)});
-    const bool eligible = r.is_floating_point() && r.scalar_type() != at::kDouble;
-    return cast.has_value() && eligible ? r.to(*cast) : r;
+  auto prepare = [&](const at::Tensor& t) {
+    const bool eligible = t.is_floating_point() && t.scalar_type() != at::kDouble;
+    const at::Tensor r = cast.has_value() && eligible ? t.to(*cast) : t;
+    return r.stride(3) == 1 ? r : r.contiguous();  // BatchedGemm's operands: rows of stride 1
   };
-  return CausalAttentionFunction::apply(flat(q), flat(k), flat(v), scale)
-      .view({B, H, T, v.size(3)});
+  return CausalAttentionFunction::apply(prepare(q), prepare(k), prepare(v), scale);
 }
 
 }  // namespace rdattn::model

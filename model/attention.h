@@ -63,7 +63,11 @@ void CausalSoftmaxForward(at::Tensor& logits, int64_t r0);
 void CausalSoftmaxBackward(at::Tensor& dp, const at::Tensor& p, int64_t r0);
 
 // q, k, v: [B,H,T,d] (any strides). Causal softmax attention with logit scale `scale`: returns
-// [B,H,T,d], through the kernel selected above.
+// [B,H,T,d], through the kernel selected above. rdattn's kernel reads every operand in place
+// (V typically a transposed view of the projection [B,T,H·d], q and k heads of a wider tensor)
+// and returns a view of a [B,T,H,d] tensor, so that y.transpose(1, 2).reshape({B, T, H·d})
+// copies nothing; its backward takes that layout's gradient as it comes and gives V's gradient
+// in V's strides.
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale);
 at::Tensor CausalAttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

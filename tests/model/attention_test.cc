@@ -262,6 +262,30 @@ TEST(AttentionTest, CausalAttentionTakesStridedInputs) {
             1e-13);
 }
 
+TEST(AttentionTest, CausalAttentionWorksInTheProjectionLayout) {
+  // V a view of the projection [B,T,H,d] and q, k heads of one [B,2H,T,d] tensor (items not
+  // evenly spaced: the products go per sequence): the output is a view of a [B,T,H,d] tensor
+  // (the caller's reshape to [B,T,H·d] copies nothing), and values and every gradient match the
+  // plain composition in float64, over one and several row blocks.
+  at::Generator gen = at::detail::createCPUGenerator(25);
+  for (int64_t T : {9, 130}) {
+    const int64_t B = 3, H = 2, d = 8;
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    const at::Tensor x = at::randn({B, T, H, d}, gen, f64).requires_grad_(true);
+    const at::Tensor qk = at::randn({B, 2 * H, T, d}, gen, f64).requires_grad_(true);
+    const at::Tensor q = qk.narrow(1, 0, H), k = qk.narrow(1, H, H), v = x.transpose(1, 2);
+    const at::Tensor y = CausalAttention(q, k, v, 0.25);
+    const at::Tensor plain = CausalAttentionReference(q, k, v, 0.25);
+    EXPECT_TRUE(y.transpose(1, 2).is_contiguous()) << "T=" << T;
+    EXPECT_LE(MaxRelDiff(y, plain), 1e-13) << "T=" << T;
+    const at::Tensor w = at::randn(plain.sizes(), gen, f64);
+    const auto g = Grads(y, w, {qk, x});
+    const auto g_plain = Grads(plain, w, {qk, x});
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_LE(MaxRelDiff(g[i], g_plain[i]), 1e-12) << "T=" << T << " input " << i;
+  }
+}
+
 TEST(AttentionTest, CausalAttentionInFloat32WithAPowerOfTwoScaleKeepsTheLogits) {
   // scale = 1/8 is folded into q exactly: the first row (a single key) is v's first row
   // bitwise, and the rest agrees with the plain composition to float32 rounding.
