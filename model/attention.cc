@@ -206,20 +206,33 @@ void Product(const Rows& a, const Rows& b, const Rows& c, bool accumulate, doubl
   }
 }
 
+// The query and key heads of CausalAttentionFunction's inputs: q = a and k = b, or, joint,
+// heads [0, H) and [H, 2H) of a [B,2H,T,d] (H = v's heads).
+at::Tensor Query(const at::Tensor& a, bool joint, const at::Tensor& v) {
+  return joint ? a.narrow(1, 0, v.size(1)) : a;
+}
+at::Tensor Key(const at::Tensor& a, const at::Tensor& b, bool joint, const at::Tensor& v) {
+  return joint ? a.narrow(1, v.size(1), v.size(1)) : b;
+}
+
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
-  // q, k, v: [B,H,T,d] with any strides whose last is 1 (V is a view of the projection
-  // [B,T,H·d]). Returns [B,H,T,d] as a view of a [B,T,H,d] tensor, so that the caller's
-  // transpose back to [B,T,H·d] is a view too. Saves q, k, v and each block's weights
-  // [B·H,n,r1].
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, double scale) {
+  // a, b, v: [B,·,T,d] with any strides whose last is 1 (V is a view of the projection
+  // [B,T,H·d]). Separate: q = a, k = b, each [B,H,T,d]. Joint: a is [B,2H,T,d], q its heads
+  // [0,H) and k its heads [H,2H), and the backward gives a's gradient as one tensor (no
+  // zero-filled slice gradients added up); b is a again (LibTorch 1.13's Function takes no
+  // undefined input) and gets no gradient. Returns [B,H,T,d] as a view of a
+  // [B,T,H,d] tensor, so that the caller's transpose back to [B,T,H·d] is a view too. Saves a,
+  // b, v and each block's weights [B·H,n,r1].
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                            const at::Tensor& v, double scale, bool joint) {
+    const at::Tensor q = Query(a, joint, v), k = Key(a, b, joint, v);
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
     // The scale is the products' BLAS alpha (no pass over q or the logits). With scale = 2⁻³
     // (d = 64) it is exact: the logits equal (q·kᵀ)·scale and (q·scale)·kᵀ bit for bit, and so
     // do the gradients below.
     at::Tensor y = at::empty({B, T, H, v.size(3)}, v.options()).transpose(1, 2);
-    std::vector<at::Tensor> saved = {q, k, v};
+    std::vector<at::Tensor> saved = {a, b, v};
     for (int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const int64_t n = std::min(kRowBlock, T - r0), r1 = r0 + n;
       at::Tensor p = at::empty({B * H, n, r1}, q.options());
@@ -230,18 +243,22 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["joint"] = joint;
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+    const at::Tensor &a = saved[0], &b_in = saved[1], &v = saved[2];
+    const bool joint = ctx->saved_data["joint"].toBool();
+    const at::Tensor q = Query(a, joint, v), k = Key(a, b_in, joint, v);
     const double scale = ctx->saved_data["scale"].toDouble();
     // dy arrives as the caller's [B,T,H·d] gradient seen as [B,H,T,d]: taken as it is.
     const at::Tensor dy = grads[0].stride(3) == 1 ? grads[0] : grads[0].contiguous();
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
-    at::Tensor dq = at::empty_like(q);
-    at::Tensor dk = at::empty_like(k);
+    // Joint: dq and dk are the two halves of one gradient for a.
+    const at::Tensor da = at::empty_like(a), db = joint ? at::Tensor() : at::empty_like(b_in);
+    const at::Tensor dq = Query(da, joint, v), dk = Key(da, db, joint, v);
     at::Tensor dv = at::empty_like(v);  // V's strides: the projection's layout
     // Last block first: it sees every key, so its products write the whole of dk and dv (no
     // zero fill; BatchedGemm's write mode never reads the output, unlike baddbmm with beta = 0
@@ -260,7 +277,7 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
       Product({ds4, 0, n, true}, {q, r0, n}, {dk, 0, r1}, add, scale);
       Product({p4, 0, n, true}, {dy, r0, n}, {dv, 0, r1}, add);
     }
-    return {dq, dk, dv, at::Tensor()};
+    return {da, db, dv, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -339,21 +356,37 @@ std::string_view AttentionKernelName(AttentionKernel kernel) {
   return "auto";
 }
 
+namespace {
+
+// Under autocast, ATen's bmm would run the products in the autocast dtype (bf16), whatever
+// dtype RoPE's tables gave q and k; BatchedGemm is not an autocast op, so the inputs take that
+// dtype here (as autocast casts them: float32 and reduced floats, never float64).
+at::Tensor PrepareOperand(const at::Tensor& t) {
+  const std::optional<at::ScalarType> cast = torch_compat::AutocastDtype(t.device().type());
+  const bool eligible = t.is_floating_point() && t.scalar_type() != at::kDouble;
+  const at::Tensor r = cast.has_value() && eligible ? t.to(*cast) : t;
+  return r.stride(3) == 1 ? r : r.contiguous();  // BatchedGemm's operands: rows of stride 1
+}
+
+}  // namespace
+
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale) {
   // LibTorch's fused causal attention (flash / memory-efficient on CUDA, its flash CPU kernel on
   // the CPU), when selected (SetAttentionKernel) or by default on CUDA with LibTorch >= 2.1.
   if (UsesSdpa(q.device().type())) return torch_compat::CausalSdpa(q, k, v, scale);
-  // Under autocast, ATen's bmm would run the products in the autocast dtype (bf16), whatever
-  // dtype RoPE's tables gave q and k; BatchedGemm is not an autocast op, so the inputs take
-  // that dtype here (as autocast casts them: float32 and reduced floats, never float64).
-  const std::optional<at::ScalarType> cast = torch_compat::AutocastDtype(q.device().type());
-  auto prepare = [&](const at::Tensor& t) {
-    const bool eligible = t.is_floating_point() && t.scalar_type() != at::kDouble;
-    const at::Tensor r = cast.has_value() && eligible ? t.to(*cast) : t;
-    return r.stride(3) == 1 ? r : r.contiguous();  // BatchedGemm's operands: rows of stride 1
-  };
-  return CausalAttentionFunction::apply(prepare(q), prepare(k), prepare(v), scale);
+  return CausalAttentionFunction::apply(PrepareOperand(q), PrepareOperand(k), PrepareOperand(v),
+                                        scale, false);
+}
+
+at::Tensor CausalAttention(const at::Tensor& qk, const at::Tensor& v, double scale) {
+  const int64_t H = v.size(1);
+  TORCH_CHECK(qk.dim() == 4 && v.dim() == 4 && qk.size(1) == 2 * H, "CausalAttention: qk ",
+              qk.sizes(), " is not the [B,2H,T,d] query and key heads of v ", v.sizes());
+  if (UsesSdpa(qk.device().type()))
+    return torch_compat::CausalSdpa(qk.narrow(1, 0, H), qk.narrow(1, H, H), v, scale);
+  const at::Tensor a = PrepareOperand(qk);
+  return CausalAttentionFunction::apply(a, a, PrepareOperand(v), scale, true);
 }
 
 }  // namespace rdattn::model

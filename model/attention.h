@@ -70,6 +70,10 @@ void CausalSoftmaxBackward(at::Tensor& dp, const at::Tensor& p, int64_t r0);
 // in V's strides.
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale);
+// The same with q and k as the heads [0, H) and [H, 2H) of one qk [B,2H,T,d] (H = v's heads):
+// RoPE's output for the one Q-and-K projection (GptImpl::Attention). On rdattn's kernel qk's
+// gradient is one tensor written in place by both halves (no zero-filled slice gradients).
+at::Tensor CausalAttention(const at::Tensor& qk, const at::Tensor& v, double scale);
 at::Tensor CausalAttentionReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     double scale);
 

@@ -169,13 +169,16 @@ at::Tensor GptImpl::Attention(const LayerImpl& layer, const at::Tensor& x_qk,
                               const at::Tensor& v_proj, const at::Tensor& cos,
                               const at::Tensor& sin, const at::Tensor& residual) const {
   const int64_t B = x_qk.size(0), T = x_qk.size(1), H = cfg_.heads, dh = cfg_.head_dim();
-  // Three separate GEMMs in every arm (never a fused QKV): V's input differs by arm, and one
+  // Q and K in one GEMM against [wq; wk] (concatenated here: the parameters stay separate), the
+  // same in every arm; V is its own GEMM (never a fused QKV): V's input differs by arm, and one
   // code path keeps RD with q_v = q_attn bitwise equal to Block. The V GEMM is the caller's
-  // (the rd arms' fused read computes it, with the same at::linear).
-  const at::Tensor q = RopeHeads(at::linear(x_qk, layer.wq), H, cos, sin);  // [B,H,T,dh]
-  const at::Tensor k = RopeHeads(at::linear(x_qk, layer.wk), H, cos, sin);
+  // (the rd arms' fused read computes it, with the same at::linear). RoPE rotates the 2H heads
+  // in one pass; the attention reads q = heads [0,H), k = heads [H,2H) of that one tensor and
+  // gives it one gradient.
+  const at::Tensor qk = RopeHeads(at::linear(x_qk, at::cat({layer.wq, layer.wk})), 2 * H, cos,
+                                  sin);  // [B,2H,T,dh]
   const at::Tensor v = v_proj.view({B, T, H, dh}).transpose(1, 2);
-  const at::Tensor y = CausalAttention(q, k, v, 1.0 / std::sqrt(static_cast<double>(dh)));
+  const at::Tensor y = CausalAttention(qk, v, 1.0 / std::sqrt(static_cast<double>(dh)));
   return ResidualLinear(residual, y.transpose(1, 2).reshape({B, T, cfg_.width}), layer.wo);
 }
 

@@ -286,6 +286,52 @@ TEST(AttentionTest, CausalAttentionWorksInTheProjectionLayout) {
   }
 }
 
+TEST(AttentionTest, JointQueryKeyHeadsGiveTheSeparateResultAndOneGradient) {
+  // CausalAttention(qk, v), q and k the two halves of one [B,2H,T,d] (the model's Q-and-K
+  // projection): values and gradients of qk match the plain composition in float64, and at one
+  // thread they are bitwise those of CausalAttention(q, k, v) on contiguous copies of the halves
+  // (the same products per (sequence, head), one BatchedGemm per sequence instead of one for
+  // all). qk's gradient is one tensor from the attention itself, not slices added into zeros.
+  const int threads_was = at::get_num_threads();
+  at::set_num_threads(1);
+  at::Generator gen = at::detail::createCPUGenerator(26);
+  for (int64_t T : {5, 130}) {
+    const int64_t B = 2, H = 3, d = 8;
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    // qk made by an op (as RoPE's output): the attention's first input edge leads straight to
+    // that op's node, with no slice backward in between.
+    const at::Tensor qk =
+        at::randn({B, 2 * H, T, d}, gen, f64).requires_grad_(true) * at::scalar_tensor(1.0, f64);
+    const at::Tensor x = at::randn({B, T, H, d}, gen, f64).requires_grad_(true);
+    const at::Tensor v = x.transpose(1, 2);
+    const at::Tensor y = CausalAttention(qk, v, 0.25);
+    ASSERT_NE(qk.grad_fn(), nullptr);
+    EXPECT_EQ(y.grad_fn()->next_edges()[0].function, qk.grad_fn());
+    const at::Tensor q = qk.narrow(1, 0, H).contiguous().detach().requires_grad_(true);
+    const at::Tensor k = qk.narrow(1, H, H).contiguous().detach().requires_grad_(true);
+    const at::Tensor y_sep = CausalAttention(q, k, v, 0.25);
+    const at::Tensor plain =
+        CausalAttentionReference(qk.narrow(1, 0, H), qk.narrow(1, H, H), v, 0.25);
+    EXPECT_TRUE(at::equal(y, y_sep)) << "T=" << T;
+    EXPECT_LE(MaxRelDiff(y, plain), 1e-13) << "T=" << T;
+    const at::Tensor w = at::randn(plain.sizes(), gen, f64);
+    const auto g = Grads(y, w, {qk, x});
+    const auto g_sep = Grads(y_sep, w, {q, k, x});
+    const auto g_plain = Grads(plain, w, {qk, x});
+    EXPECT_TRUE(at::equal(g[0], at::cat({g_sep[0], g_sep[1]}, 1))) << "T=" << T;
+    EXPECT_TRUE(at::equal(g[1], g_sep[2])) << "T=" << T;
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_LE(MaxRelDiff(g[i], g_plain[i]), 1e-12) << "T=" << T << " input " << i;
+  }
+  at::set_num_threads(threads_was);
+}
+
+TEST(AttentionTest, JointQueryKeyHeadsRejectAMismatchedWidth) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  EXPECT_THROW(CausalAttention(at::zeros({1, 5, 4, 8}, f64), at::zeros({1, 3, 4, 8}, f64), 0.5),
+               c10::Error);
+}
+
 TEST(AttentionTest, CausalAttentionInFloat32WithAPowerOfTwoScaleKeepsTheLogits) {
   // scale = 1/8 is folded into q exactly: the first row (a single key) is v's first row
   // bitwise, and the rest agrees with the plain composition to float32 rounding.
