@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/cpu_features.h"
 #include "model/attention_cpu_args.h"
 #include "model/batched_gemm.h"
+#include "model/cpu_kernel_dispatch.h"
 #include "model/torch_compat.h"
 
 namespace rdattn::model {
@@ -131,10 +131,8 @@ int64_t SoftmaxGrain(int64_t r1) { return std::max<int64_t>(1, 16384 / std::max<
 template <typename Args>
 void RunSoftmax(void (*avx2)(const Args&, int64_t, int64_t),
                 void (*base)(const Args&, int64_t, int64_t), const Args& a, int64_t rows) {
-  const bool use_avx2 =
-      ::rdattn::cpu::HasAvx2() && !g_softmax_baseline_only.load(std::memory_order_relaxed);
-  const auto kernel = use_avx2 ? avx2 : base;
-  at::parallel_for(0, rows, SoftmaxGrain(a.r1), [&](int64_t b, int64_t e) { kernel(a, b, e); });
+  RunIsaKernel(avx2, base, a, rows, SoftmaxGrain(a.r1),
+               g_softmax_baseline_only.load(std::memory_order_relaxed));
 }
 
 }  // namespace

@@ -2,13 +2,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <atomic>
 #include <vector>
 
-#include "common/cpu_features.h"
+#include "model/cpu_kernel_dispatch.h"
 #include "model/depth.h"
 #include "model/fused_ops_cpu_args.h"
 
@@ -21,10 +20,6 @@ using torch::autograd::variable_list;
 std::atomic<bool> kernels_enabled{true};
 std::atomic<bool> baseline_only{false};
 
-bool UseAvx2() {
-  return ::rdattn::cpu::HasAvx2() && !baseline_only.load(std::memory_order_relaxed);
-}
-
 // The kernels serve CPU float32/float64 tensors; anything else takes the plain composition.
 bool KernelTensor(const at::Tensor& t) {
   const auto dt = t.scalar_type();
@@ -34,14 +29,12 @@ bool KernelTensor(const at::Tensor& t) {
 
 int64_t NormChunks(int64_t N) { return (N + fused_cpu::kNormRows - 1) / fused_cpu::kNormRows; }
 
-// Runs a kernel over [0, n) in parallel tasks of at least `grain`: its AVX2 build on CPUs that
-// have AVX2 (unless the baseline build is forced), else its baseline build.
+// Runs a kernel over [0, n) in parallel tasks of at least `grain` (model/cpu_kernel_dispatch.h).
 template <typename Args>
 void RunKernel(void (*avx2)(const Args&, int64_t, int64_t),
                void (*base)(const Args&, int64_t, int64_t), const Args& p, int64_t n,
                int64_t grain) {
-  const auto kernel = UseAvx2() ? avx2 : base;
-  at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) { kernel(p, b, e); });
+  RunIsaKernel(avx2, base, p, n, grain, baseline_only.load(std::memory_order_relaxed));
 }
 
 // x [N,D] (any leading shape), g [D], all contiguous; fills y (x's shape) and rho [N].
