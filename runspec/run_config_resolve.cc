@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -253,7 +254,15 @@ void ResolveSchedule(const RawSpec& r, RunConfig& cfg, Known& known, FieldErrors
         if (s.micro_batch_sequences == 0)
           s.micro_batch_sequences = std::max<int64_t>(1, s.global_batch_sequences / world);
         const int64_t per_pass = world * s.micro_batch_sequences;
-        if (s.global_batch_sequences % per_pass != 0) {
+        // A derived micro batch must fit the field it is written back to (int32 in the RunSpec
+        // and in every stored job); a given one was read as an int32 already.
+        if (s.micro_batch_sequences > std::numeric_limits<int32_t>::max()) {
+          e.Check("schedule.global_batch_tokens",
+                  "the global batch of " + std::to_string(s.global_batch_sequences) +
+                      " sequences gives " + std::to_string(s.micro_batch_sequences) +
+                      " per rank, above the largest schedule.micro_batch_sequences (" +
+                      std::to_string(std::numeric_limits<int32_t>::max()) + ")");
+        } else if (s.global_batch_sequences % per_pass != 0) {
           e.Check("schedule.global_batch_tokens",
                   "the global batch of " + std::to_string(s.global_batch_sequences) +
                       " sequences is not divisible by parallel.world_size (" +

@@ -279,6 +279,25 @@ TEST(RunConfigTest, WidthNotDivisibleByHeads) {
   EXPECT_EQ(ErrorOf(spec), "model.shape.width: 30 is not divisible by heads (4)");
 }
 
+// The derived micro batch is written back into int32 fields (RunSpec, stored jobs): one that
+// does not fit is refused at parse time, naming the batch (found by the run_spec fuzzer: the
+// config was accepted and its RunSpec then failed to serialise).
+TEST(RunConfigTest, DerivedMicroBatchMustFitItsInt32Field) {
+  json spec = Minimal();
+  spec["model"]["preset"] = "cpu-small";  // context 128
+  spec["schedule"] = {{"total_tokens", 7680},
+                      {"global_batch_tokens", int64_t{128} << 31}};  // 2^31 sequences
+  EXPECT_EQ(ErrorOf(spec),
+            "schedule.global_batch_tokens: the global batch of 2147483648 sequences gives "
+            "2147483648 per rank, above the largest schedule.micro_batch_sequences "
+            "(2147483647)");
+  // Over 2 ranks the derived micro batch is 2^30 and fits.
+  spec["parallel"] = {{"world_size", 2}};
+  const RunConfig cfg = MustParse(spec);
+  EXPECT_EQ(cfg.schedule.micro_batch_sequences, int64_t{1} << 30);
+  EXPECT_EQ(cfg.schedule.grad_accum_steps, 1);
+}
+
 TEST(RunConfigTest, GlobalBatchNotDivisibleByWorldTimesMicroBatch) {
   json spec = Minimal();
   spec["model"]["preset"] = "cpu-small";                                      // context 128
