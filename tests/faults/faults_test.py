@@ -3,7 +3,7 @@
 
 Each --scenario is one ctest test. A coordinator (real gRPC server, SQLite file, lease 6 s,
 heartbeat 1 s) and workers (each launching real rdattn-train processes) run a block-vs-rd sweep of
-a tiny byte-level model (60 steps, a checkpoint every 5, milestones at steps 20/40/60, test
+a tiny byte-level model (120 steps, a checkpoint every 5, milestones at steps 40/80/120, test
 shards), and a fault is injected mid-job:
 
   worker_kill       kill -9 of a worker: its ranks stop within seconds, write nothing more, and
@@ -41,8 +41,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from trainer_cli_test import corpus, write_shard  # noqa: E402
 from itest import check  # noqa: E402
 
-STEPS = 60
-MILESTONES = [20 * 512, 40 * 512, 60 * 512]
+# 120 steps: at 60 a tiny job ran ~2.5 s, and both jobs were once past step 15 and finished
+# between two 1 s heartbeats, so wait_both_running never saw them running together.
+STEPS = 120
+MILESTONES = [40 * 512, 80 * 512, 120 * 512]
 
 
 def sweep_yaml(data, max_attempts=3, seeds=(1,)):
